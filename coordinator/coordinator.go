@@ -1,0 +1,182 @@
+// Package coordinator is the scheduler's brain. Exactly one coordinator
+// leads at a time (a PostgreSQL advisory lock, see store.Elector); others
+// stand by and take over when the leader's connection goes away. The leader
+//
+//   - tracks workers by their heartbeats (timed on its own clock),
+//   - leases due jobs in batches to the least-recently-assigned workers with
+//     free slots and delivers them through each worker's Redis list,
+//   - applies results from the results stream, rejecting any whose fencing
+//     token no longer matches, and acknowledges them only after commit,
+//   - reclaims the leases of dead workers at once and of expired leases,
+//   - schedules retries with backoff and moves exhausted jobs to the DLQ,
+//   - mirrors the DLQ into Redis and deletes old finished jobs.
+//
+// PostgreSQL holds every fact; what the leader keeps in memory (the worker
+// registry) is rebuilt from heartbeats and the leased rows when it starts.
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// Coordinator is one coordinator process: leader or standby.
+type Coordinator struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	queue   *queue.Queue
+	reg     *prometheus.Registry
+	metrics *metrics
+
+	mu       sync.Mutex
+	leading  *leaderState // nil while standing by
+	epoch    atomic.Int64
+	stopping atomic.Bool
+}
+
+// New connects to PostgreSQL (applying migrations) and Redis.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, 16, true)
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.Open(ctx, cfg.RedisURL, cfg.RedisPrefix)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c := &Coordinator{cfg: cfg, log: log.With("component", "coordinator", "coordinator_id", cfg.ID),
+		store: st, queue: q, reg: newRegistry()}
+	c.metrics = newMetrics(c.reg)
+	c.reg.MustRegister(newStateCollector(st, c.registry, c.metrics.storeErrors))
+	return c, nil
+}
+
+// registry returns the leader's worker registry, or nil while standing by.
+func (c *Coordinator) registry() *registry.Registry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leading == nil {
+		return nil
+	}
+	return c.leading.workers
+}
+
+// Handler serves /healthz, /readyz, /metrics and /workers.
+func (c *Coordinator) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", c.handleHealthz)
+	r.Get("/readyz", c.handleReadyz)
+	r.Get("/workers", c.handleWorkers)
+	r.Handle("/metrics", promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{}))
+	return r
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (c *Coordinator) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	role := "standby"
+	if c.registry() != nil {
+		role = "leader"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "role": role, "epoch": c.epoch.Load(), "coordinator_id": c.cfg.ID})
+}
+
+func (c *Coordinator) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"postgres": "ok", "redis": "ok"}
+	status := http.StatusOK
+	if c.stopping.Load() {
+		checks["process"], status = "shutting down", http.StatusServiceUnavailable
+	}
+	if err := c.store.Ping(ctx); err != nil {
+		checks["postgres"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	if err := c.queue.Ping(ctx); err != nil {
+		checks["redis"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"checks": checks})
+}
+
+func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) {
+	reg := c.registry()
+	if reg == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]string{
+			"code": "not_leader", "message": "this coordinator is standing by; ask the leader"}})
+		return
+	}
+	type out struct {
+		ID          string    `json:"worker_id"`
+		State       string    `json:"state"`
+		JobTypes    []string  `json:"job_types"`
+		Concurrency int       `json:"concurrency"`
+		InFlight    int       `json:"in_flight"`
+		LastSeen    time.Time `json:"last_heartbeat_at"`
+	}
+	var ws []out
+	for _, x := range reg.Snapshot() {
+		ws = append(ws, out{x.ID, x.State(), x.Types, x.Concurrency, len(x.InFlight), x.LastSeen})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+}
+
+// Run serves HTTP on ln and takes part in leader election until ctx is
+// canceled; then it stops leading, shuts HTTP down and closes its pools.
+func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	c.log.Info("coordinator listening", "addr", ln.Addr().String())
+
+	electCtx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
+	electErr := make(chan error, 1)
+	go func() { electErr <- c.elect(electCtx) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-httpErr:
+		err = fmt.Errorf("http server: %w", err)
+	}
+	c.stopping.Store(true)
+	stopElection()
+	if e := <-electErr; e != nil && !errors.Is(e, context.Canceled) && err == nil {
+		err = e
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+	defer cancel()
+	if e := srv.Shutdown(shutCtx); e != nil && err == nil {
+		err = fmt.Errorf("http shutdown: %w", e)
+	}
+	_ = c.queue.Close()
+	c.store.Close()
+	return err
+}

@@ -1,0 +1,288 @@
+// Package registry is the leader coordinator's view of the worker fleet:
+// who is alive (by heartbeats timed on the coordinator's own clock), which
+// job types each handles, which leases each holds, and who was assigned work
+// least recently. It makes the assignment decision (Slots) as a pure
+// function of that state, so it is tested without servers and with an
+// injected clock.
+package registry
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// Worker states.
+const (
+	StateAvailable   = "available"   // alive with a free slot
+	StateBusy        = "busy"        // alive, every slot taken
+	StateDraining    = "draining"    // alive, shutting down: gets no new jobs
+	StateUnavailable = "unavailable" // missed its heartbeats or stopped
+)
+
+// Worker is one worker as the registry knows it.
+type Worker struct {
+	ID          string
+	Types       []string // sorted; "*" means any name
+	Concurrency int
+	Draining    bool
+	Gone        bool // unavailable: missed heartbeats or said it stopped
+	LastSeen    time.Time
+	// lastAssigned orders workers for LRU: a counter, so that two
+	// assignments in the same instant still have an order.
+	lastAssigned   uint64
+	LastAssignedAt time.Time
+	InFlight       map[int64]int64 // job id → lease token
+}
+
+// State returns the worker's state.
+func (w *Worker) State() string {
+	switch {
+	case w.Gone:
+		return StateUnavailable
+	case w.Draining:
+		return StateDraining
+	case len(w.InFlight) >= w.Concurrency:
+		return StateBusy
+	}
+	return StateAvailable
+}
+
+func (w *Worker) free() int {
+	if w.Gone || w.Draining {
+		return 0
+	}
+	return max(w.Concurrency-len(w.InFlight), 0)
+}
+
+func (w *Worker) any() bool { return slices.Contains(w.Types, "*") }
+
+// Registry is safe for concurrent use.
+type Registry struct {
+	mu       sync.Mutex
+	workers  map[string]*Worker
+	owner    map[int64]string // job id → worker id
+	deadline time.Duration    // silence after which a worker is unavailable
+	seq      uint64
+}
+
+// New returns an empty registry in which a worker that has not been heard
+// from for deadline (heartbeat interval × allowed misses) is unavailable.
+func New(deadline time.Duration) *Registry {
+	return &Registry{workers: map[string]*Worker{}, owner: map[int64]string{}, deadline: deadline}
+}
+
+// Heartbeat records a heartbeat received at now. It returns true when the
+// worker is new or comes back from unavailable.
+func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[hb.WorkerID]
+	if !ok {
+		w = &Worker{ID: hb.WorkerID, InFlight: map[int64]int64{}}
+		r.workers[hb.WorkerID] = w
+	}
+	joined = !ok || w.Gone
+	types := slices.Clone(hb.JobTypes)
+	sort.Strings(types)
+	w.Types, w.Concurrency, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Draining, now, false
+	return joined
+}
+
+// Stopped marks a worker unavailable at once (it said it stopped).
+func (r *Registry) Stopped(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[id]; ok {
+		w.Gone = true
+	}
+}
+
+// Expire marks unavailable every worker silent for longer than the deadline
+// and returns the ids that just became unavailable.
+func (r *Registry) Expire(now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, w := range r.workers {
+		if !w.Gone && now.Sub(w.LastSeen) > r.deadline {
+			w.Gone = true
+			out = append(out, w.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SlotGroup is a set of free slots whose workers handle the same job types.
+type SlotGroup struct {
+	Types []string // nil: any job name
+	Slots []string // worker ids, the next job's worker first
+}
+
+// Slots returns the free slots, at most max in all, grouped by the job types
+// their workers handle. Within a group, slots go round-robin over the
+// workers in least-recently-assigned order: the first job goes to the worker
+// assigned longest ago, the next to the one after it, and so on while slots
+// remain. That is exactly LRU when each assignment moves its worker to the
+// back.
+func (r *Registry) Slots(max int) []SlotGroup {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byKey := map[string][]*Worker{}
+	for _, w := range r.workers {
+		if w.free() > 0 {
+			k := strings.Join(w.Types, "\x00")
+			if w.any() {
+				k = "*"
+			}
+			byKey[k] = append(byKey[k], w)
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	// Groups of workers with specific types claim first, so that their
+	// jobs are not all taken by the catch-all workers' claim, which excludes
+	// no name and so runs last.
+	sort.Strings(keys)
+	sort.SliceStable(keys, func(i, j int) bool { return keys[i] != "*" && keys[j] == "*" })
+	var out []SlotGroup
+	left := max
+	for _, k := range keys {
+		ws := byKey[k]
+		sort.Slice(ws, func(i, j int) bool {
+			if ws[i].lastAssigned != ws[j].lastAssigned {
+				return ws[i].lastAssigned < ws[j].lastAssigned
+			}
+			return ws[i].ID < ws[j].ID
+		})
+		g := SlotGroup{}
+		if k != "*" {
+			g.Types = slices.Clone(ws[0].Types)
+		}
+		for round := 0; left > 0; round++ {
+			added := false
+			for _, w := range ws {
+				if left > 0 && w.free() > round {
+					g.Slots = append(g.Slots, w.ID)
+					left--
+					added = true
+				}
+			}
+			if !added {
+				break
+			}
+		}
+		if len(g.Slots) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Assigned records that a job was leased to a worker (in slot order: call
+// it in the order the jobs were assigned).
+func (r *Registry) Assigned(workerID string, jobID, token int64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[workerID]
+	if !ok {
+		w = &Worker{ID: workerID, InFlight: map[int64]int64{}, Gone: true}
+		r.workers[workerID] = w
+	}
+	r.seq++
+	w.lastAssigned, w.LastAssignedAt = r.seq, now
+	w.InFlight[jobID] = token
+	r.owner[jobID] = workerID
+}
+
+// Done forgets a lease (its result was applied or it was reclaimed). A token
+// of 0 forgets whatever lease the job has.
+func (r *Registry) Done(jobID, token int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.owner[jobID]
+	if !ok {
+		return
+	}
+	w := r.workers[id]
+	if t, ok := w.InFlight[jobID]; ok && (token == 0 || t == token) {
+		delete(w.InFlight, jobID)
+		delete(r.owner, jobID)
+	}
+}
+
+// ForgetLeases drops every lease a worker holds in the registry's view.
+func (r *Registry) ForgetLeases(workerID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[workerID]; ok {
+		for id := range w.InFlight {
+			delete(r.owner, id)
+		}
+		w.InFlight = map[int64]int64{}
+	}
+}
+
+// Snapshot returns copies of every worker, sorted by id.
+func (r *Registry) Snapshot() []Worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Worker, 0, len(r.workers))
+	for _, w := range r.workers {
+		c := *w
+		c.Types = slices.Clone(w.Types)
+		c.InFlight = make(map[int64]int64, len(w.InFlight))
+		for k, v := range w.InFlight {
+			c.InFlight[k] = v
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Remove forgets workers unavailable for longer than keep.
+func (r *Registry) Remove(now time.Time, keep time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, w := range r.workers {
+		if w.Gone && len(w.InFlight) == 0 && now.Sub(w.LastSeen) > keep {
+			delete(r.workers, id)
+		}
+	}
+}
+
+// KnownType reports whether some worker names the job type explicitly (not
+// through "*"). Metrics label job types only when they are known, so that
+// arbitrary submitted names cannot grow label cardinality.
+func (r *Registry) KnownType(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.workers {
+		if name != "*" && slices.Contains(w.Types, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Touch marks a worker as heard from at now without changing anything else
+// (a new leader gives workers known only from their leases one deadline to
+// heartbeat before they count as dead).
+func (r *Registry) Touch(id string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[id]; ok {
+		w.LastSeen, w.Gone = now, false
+		if w.Concurrency == 0 {
+			w.Concurrency = len(w.InFlight) // no new work until it heartbeats
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package registry
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/wire"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func hb(id string, conc int, types ...string) wire.Heartbeat {
+	if len(types) == 0 {
+		types = []string{"*"}
+	}
+	return wire.Heartbeat{WorkerID: id, Concurrency: conc, JobTypes: types}
+}
+
+func TestSlotsLeastRecentlyAssignedFirst(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	for _, id := range []string{"a", "b", "c"} {
+		r.Heartbeat(hb(id, 1), t0)
+	}
+	// a then c were assigned (and finished); b never was: b is LRU, then a, then c.
+	r.Assigned("a", 1, 1, t0)
+	r.Done(1, 1)
+	r.Assigned("c", 2, 2, t0)
+	r.Done(2, 2)
+	got := r.Slots(10)
+	want := []SlotGroup{{Slots: []string{"b", "a", "c"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slots = %+v, want %+v", got, want)
+	}
+	// One job goes to b; the next single job must go to a, then c, then b.
+	var order []string
+	for i := int64(10); i < 14; i++ {
+		g := r.Slots(1)
+		w := g[0].Slots[0]
+		order = append(order, w)
+		r.Assigned(w, i, i, t0)
+		r.Done(i, i)
+	}
+	if want := []string{"b", "a", "c", "b"}; !reflect.DeepEqual(order, want) {
+		t.Fatalf("assignment order = %v, want %v (true LRU)", order, want)
+	}
+}
+
+func TestSlotsRoundRobinOverFreeSlots(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	r.Heartbeat(hb("a", 3), t0)
+	r.Heartbeat(hb("b", 1), t0)
+	r.Heartbeat(hb("c", 2), t0)
+	r.Assigned("c", 1, 1, t0) // c: 1 of 2 used, most recent
+	got := r.Slots(100)
+	want := []SlotGroup{{Slots: []string{"a", "b", "c", "a", "a"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slots = %+v, want %+v", got, want)
+	}
+	if got := r.Slots(2); !reflect.DeepEqual(got[0].Slots, []string{"a", "b"}) {
+		t.Fatalf("Slots(2) = %+v, want a, b", got)
+	}
+}
+
+func TestSlotsSkipBusyDrainingAndGone(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	r.Heartbeat(hb("busy", 1), t0)
+	r.Assigned("busy", 1, 1, t0)
+	d := hb("draining", 4)
+	d.Draining = true
+	r.Heartbeat(d, t0)
+	r.Heartbeat(hb("old", 4), t0.Add(-10*time.Second))
+	r.Heartbeat(hb("ok", 1), t0)
+	if gone := r.Expire(t0); !reflect.DeepEqual(gone, []string{"old"}) {
+		t.Fatalf("Expire = %v, want [old]", gone)
+	}
+	if gone := r.Expire(t0); len(gone) != 0 {
+		t.Fatalf("second Expire = %v, want none (already unavailable)", gone)
+	}
+	got := r.Slots(100)
+	if want := []SlotGroup{{Slots: []string{"ok"}}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slots = %+v, want %+v", got, want)
+	}
+	states := map[string]string{}
+	for _, w := range r.Snapshot() {
+		states[w.ID] = w.State()
+	}
+	want := map[string]string{"busy": StateBusy, "draining": StateDraining, "old": StateUnavailable, "ok": StateAvailable}
+	if !reflect.DeepEqual(states, want) {
+		t.Fatalf("states = %v, want %v", states, want)
+	}
+	// A heartbeat brings the unavailable worker back.
+	if !r.Heartbeat(hb("old", 4), t0) {
+		t.Fatal("Heartbeat of an unavailable worker should report it rejoined")
+	}
+}
+
+func TestSlotsGroupByJobTypes(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	r.Heartbeat(hb("any", 1), t0)
+	r.Heartbeat(hb("mail1", 1, "email", "sms"), t0)
+	r.Heartbeat(hb("mail2", 1, "sms", "email"), t0)
+	got := r.Slots(10)
+	want := []SlotGroup{
+		{Types: []string{"email", "sms"}, Slots: []string{"mail1", "mail2"}},
+		{Slots: []string{"any"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slots = %+v, want %+v", got, want)
+	}
+}
+
+func TestDoneNeedsMatchingToken(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	r.Heartbeat(hb("a", 1), t0)
+	r.Assigned("a", 7, 100, t0)
+	r.Done(7, 99) // stale token: the lease stays
+	if s := r.Slots(1); len(s) != 0 {
+		t.Fatalf("slot freed by a stale token: %+v", s)
+	}
+	r.Done(7, 100)
+	if s := r.Slots(1); len(s) != 1 {
+		t.Fatalf("slot not freed by the right token: %+v", s)
+	}
+}

@@ -1,0 +1,180 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// metrics are the coordinator's own; names of the original system's
+// dashboard (jobs_total, workers_active, jobs_in_queue, jobs_in_dlq,
+// job_processing_duration_seconds, job_retry_attempts,
+// dts_lease_timeouts_total) are kept so that dashboard keeps working.
+// docs/observability.md lists every metric.
+type metrics struct {
+	jobsTotal          *prometheus.CounterVec   // status: completed, failed, timeout
+	processing         *prometheus.HistogramVec // name
+	retryAttempts      *prometheus.HistogramVec // reason
+	leaseTimeouts      prometheus.Counter
+	attempts           *prometheus.CounterVec // name, outcome: succeeded, failed, released
+	dispatched         *prometheus.CounterVec // name
+	queueWait          *prometheus.HistogramVec
+	endToEnd           *prometheus.HistogramVec
+	staleResults       prometheus.Counter
+	badMessages        *prometheus.CounterVec // stream
+	reclaimed          *prometheus.CounterVec // reason
+	deadLettered       prometheus.Counter
+	deadMirrorRebuilds prometheus.Counter
+	isLeader           prometheus.Gauge
+	leaderEpoch        prometheus.Gauge
+	leaderChanges      prometheus.Counter
+	storeErrors        *prometheus.CounterVec // op
+	redisErrors        *prometheus.CounterVec // op
+	cleaned            prometheus.Counter
+	claimBatch         prometheus.Histogram
+	resultBatch        prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	durBuckets := []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	latBuckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+	m := &metrics{
+		jobsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jobs_total",
+			Help: "Jobs processed by status: completed (succeeded), failed (moved to the DLQ), timeout (an attempt ran out of time)."}, []string{"status"}),
+		processing: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "job_processing_duration_seconds",
+			Help: "Run time of every finished attempt, as measured by its worker.", Buckets: durBuckets}, []string{"name"}),
+		retryAttempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "job_retry_attempts",
+			Help: "Attempts a job had used when it was scheduled for retry or moved to the DLQ, by reason.",
+			Buckets: []float64{0, 1, 2, 3, 4, 5, 10}}, []string{"reason"}),
+		leaseTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_lease_timeouts_total",
+			Help: "Leases that ran out without being extended."}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_attempts_finished_total",
+			Help: "Finished attempts by job type and outcome (succeeded, failed, released)."}, []string{"name", "outcome"}),
+		dispatched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_attempts_started_total",
+			Help: "Attempts started (jobs leased and delivered to a worker) by job type."}, []string{"name"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dts_queue_wait_seconds",
+			Help: "Submit to start of the first attempt, as seen by the worker.", Buckets: latBuckets}, []string{"name"}),
+		endToEnd: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dts_end_to_end_seconds",
+			Help: "Submit to the successful finish of a job.", Buckets: latBuckets}, []string{"name"}),
+		staleResults: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_stale_results_total",
+			Help: "Results rejected because their lease (fencing token) was no longer current."}),
+		badMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_bad_messages_total",
+			Help: "Undecodable messages dropped, by stream."}, []string{"stream"}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_reclaimed_total",
+			Help: "Leases taken back and their jobs made due again, by reason (worker_failure, lease_timeout, worker_stopped, delivery_failed)."}, []string{"reason"}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_dead_lettered_total",
+			Help: "Jobs moved to the dead-letter queue."}),
+		deadMirrorRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_dlq_mirror_rebuilds_total",
+			Help: "Times the Redis dead-letter list was rebuilt from PostgreSQL."}),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dts_coordinator_leader",
+			Help: "1 while this coordinator is the leader, 0 while it stands by."}),
+		leaderEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dts_coordinator_leader_epoch",
+			Help: "The leader epoch this coordinator last held."}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_coordinator_leader_changes_total",
+			Help: "Times this coordinator became leader."}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_store_errors_total",
+			Help: "PostgreSQL operations that failed, by operation."}, []string{"op"}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_redis_errors_total",
+			Help: "Redis operations that failed, by operation."}, []string{"op"}),
+		cleaned: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_jobs_cleaned_total",
+			Help: "Finished jobs deleted by the retention cleaner."}),
+		claimBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dts_claim_batch_size",
+			Help: "Jobs leased per claim statement.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		resultBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dts_result_batch_size",
+			Help: "Results applied per transaction.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+	}
+	reg.MustRegister(m.jobsTotal, m.processing, m.retryAttempts, m.leaseTimeouts, m.attempts, m.dispatched,
+		m.queueWait, m.endToEnd, m.staleResults, m.badMessages, m.reclaimed, m.deadLettered, m.deadMirrorRebuilds,
+		m.isLeader, m.leaderEpoch, m.leaderChanges, m.storeErrors, m.redisErrors, m.cleaned, m.claimBatch, m.resultBatch)
+	for _, s := range []string{"completed", "failed", "timeout"} {
+		m.jobsTotal.WithLabelValues(s)
+	}
+	for _, r := range []string{job.ReasonWorkerFailure, job.ReasonLeaseTimeout, job.ReasonMaxRetriesExceeded, job.ReasonError} {
+		m.retryAttempts.WithLabelValues(r)
+	}
+	m.staleResults.Add(0)
+	return m
+}
+
+// stateCollector reads depth and fleet gauges at scrape time: the DLQ and
+// queue from PostgreSQL (the truth, so a standby reports them too), the
+// fleet from the registry (only the leader has one).
+type stateCollector struct {
+	store     *store.Store
+	registry  func() *registry.Registry
+	queue     *prometheus.Desc
+	dlq       *prometheus.Desc
+	oldest    *prometheus.Desc
+	byState   *prometheus.Desc
+	workers   *prometheus.Desc
+	inFlight  *prometheus.Desc
+	freeSlots *prometheus.Desc
+	hbAge     *prometheus.Desc
+	errors    *prometheus.CounterVec
+}
+
+func newStateCollector(s *store.Store, reg func() *registry.Registry, errs *prometheus.CounterVec) *stateCollector {
+	return &stateCollector{
+		store: s, registry: reg, errors: errs,
+		queue:     prometheus.NewDesc("jobs_in_queue", "Jobs due to run and waiting for a worker (pending or retrying, due now).", nil, nil),
+		dlq:       prometheus.NewDesc("jobs_in_dlq", "Jobs in the dead-letter queue (failed).", nil, nil),
+		oldest:    prometheus.NewDesc("dts_oldest_pending_job_age_seconds", "How long the oldest due job has waited.", nil, nil),
+		byState:   prometheus.NewDesc("dts_jobs", "Jobs in PostgreSQL by status.", []string{"status"}, nil),
+		workers:   prometheus.NewDesc("workers_active", "Workers by state (available, busy, draining, unavailable), as the leader sees them.", []string{"state"}, nil),
+		inFlight:  prometheus.NewDesc("dts_worker_in_flight_jobs", "Jobs leased to each worker.", []string{"worker"}, nil),
+		freeSlots: prometheus.NewDesc("dts_worker_free_slots", "Free slots of each worker.", []string{"worker"}, nil),
+		hbAge:     prometheus.NewDesc("dts_worker_heartbeat_age_seconds", "Seconds since each worker's last heartbeat, on the coordinator's clock.", []string{"worker"}, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if st, err := c.store.StatsGet(ctx); err != nil {
+		c.errors.WithLabelValues("stats").Inc()
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(st.QueueDepth))
+		ch <- prometheus.MustNewConstMetric(c.dlq, prometheus.GaugeValue, float64(st.DeadDepth))
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, st.OldestPendingAge)
+		for s, n := range st.ByState {
+			ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(n), string(s))
+		}
+	}
+	reg := c.registry()
+	if reg == nil {
+		return
+	}
+	counts := map[string]int{registry.StateAvailable: 0, registry.StateBusy: 0, registry.StateDraining: 0, registry.StateUnavailable: 0}
+	now := time.Now()
+	for _, w := range reg.Snapshot() {
+		counts[w.State()]++
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(len(w.InFlight)), w.ID)
+		free := 0
+		if w.State() == registry.StateAvailable {
+			free = w.Concurrency - len(w.InFlight)
+		}
+		ch <- prometheus.MustNewConstMetric(c.freeSlots, prometheus.GaugeValue, float64(free), w.ID)
+		ch <- prometheus.MustNewConstMetric(c.hbAge, prometheus.GaugeValue, now.Sub(w.LastSeen).Seconds(), w.ID)
+	}
+	for s, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(n), s)
+	}
+}
+
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}

@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/redistest"
+)
+
+// binDir holds the three binaries, built once per test binary.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "dts-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binDir = dir
+		for _, pkg := range []string{"submitter/cmd/submitter", "coordinator/cmd/coordinator", "worker/cmd/worker"} {
+			cmd := exec.Command("go", "build", "-race", "-o", dir+"/", "github.com/dtsched/dts/"+pkg)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build", pkg, err)
+				return 1
+			}
+		}
+		return m.Run()
+	}()
+	pgtest.Cleanup()
+	redistest.Cleanup()
+	os.Exit(code)
+}
+
+// cluster is one test's set of processes sharing a database and a Redis.
+type cluster struct {
+	t         *testing.T
+	dbURL     string
+	redis     *redistest.Server
+	base      []string // environment every process gets
+	submitter string   // base URL
+	mu        sync.Mutex
+	procs     []*proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	url  string
+	log  string
+	done chan struct{}
+}
+
+// fast settings: heartbeats every 200ms, dead after 3 misses, short backoff.
+var fastEnv = []string{
+	"HEARTBEAT_INTERVAL=200ms", "HEARTBEAT_MISSES=3", "LEASE_DURATION=30s",
+	"BACKOFF_BASE=50ms", "BACKOFF_CAP=200ms", "POLL_INTERVAL=100ms", "ELECTION_INTERVAL=250ms",
+	"CPU_WORK=20ms", "FALLBACK_MAX=200ms", "LOG_LEVEL=debug",
+}
+
+func newCluster(t *testing.T, extraEnv ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dbURL: pgtest.NewDatabase(t), redis: redistest.Start(t)}
+	c.base = append([]string{"DATABASE_URL=" + c.dbURL, "REDIS_URL=" + c.redis.URL(), "PATH=" + os.Getenv("PATH")}, fastEnv...)
+	c.base = append(c.base, extraEnv...)
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs a binary with the cluster's environment plus env, and waits
+// for its /healthz.
+func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
+	c.t.Helper()
+	addr := freeAddr(c.t)
+	logPath := filepath.Join(c.t.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, bin))
+	cmd.Env = append(append(append([]string{}, c.base...), addrVar+"="+addr), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	c.eventually(30*time.Second, name+" healthy", func() bool {
+		select {
+		case <-p.done:
+			c.t.Fatalf("%s exited during start-up:\n%s", name, tailFile(p.log, 40))
+		default:
+		}
+		resp, err := http.Get(p.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return p
+}
+
+func (c *cluster) startSubmitter() *proc {
+	p := c.start("submitter", "submitter", "SUBMITTER_ADDR")
+	c.submitter = p.url
+	return p
+}
+
+func (c *cluster) startCoordinator(id string) *proc {
+	return c.start(id, "coordinator", "COORDINATOR_ADDR", "COORDINATOR_ID="+id)
+}
+
+func (c *cluster) startWorker(id string, env ...string) *proc {
+	return c.start(id, "worker", "WORKER_ADDR", append([]string{"WORKER_ID=" + id}, env...)...)
+}
+
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	procs := c.procs
+	c.mu.Unlock()
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	if c.t.Failed() {
+		for _, p := range procs {
+			c.t.Logf("---- %s log (tail) ----\n%s", p.name, tailFile(p.log, 60))
+		}
+	}
+}
+
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+func (p *proc) signal(t *testing.T, s syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tailFile(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// eventually polls cond every 20ms until it holds or timeout passes.
+func (c *cluster) eventually(timeout time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// do sends a JSON request and decodes the JSON answer.
+func (c *cluster) do(method, url string, body any) (int, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			c.t.Fatalf("%s %s: answer is not JSON: %q", method, url, b)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+func (c *cluster) submit(job map[string]any) string {
+	c.t.Helper()
+	code, out := c.do("POST", c.submitter+"/submit_job", job)
+	if code != http.StatusCreated {
+		c.t.Fatalf("submit %v: status %d %v", job, code, out)
+	}
+	id, _ := out["job_id"].(string)
+	if id == "" {
+		c.t.Fatalf("submit: no job_id in %v", out)
+	}
+	return id
+}
+
+func (c *cluster) job(id string) map[string]any {
+	c.t.Helper()
+	code, out := c.do("GET", c.submitter+"/jobs/"+id, nil)
+	if code != http.StatusOK {
+		c.t.Fatalf("get job %s: status %d %v", id, code, out)
+	}
+	return out
+}
+
+func (c *cluster) waitStatus(id, status string, timeout time.Duration) map[string]any {
+	c.t.Helper()
+	var j map[string]any
+	c.eventually(timeout, "job "+id+" to be "+status, func() bool {
+		j = c.job(id)
+		return j["status"] == status
+	})
+	return j
+}
+
+// metric returns the sum of a metric's samples whose line contains match.
+func (c *cluster) metric(url, name, match string) float64 {
+	c.t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name) && (line[len(name)] == ' ' || line[len(name)] == '{') && strings.Contains(line, match) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+func (c *cluster) health(p *proc) map[string]any {
+	c.t.Helper()
+	_, out := c.do("GET", p.url+"/healthz", nil)
+	return out
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestSubmitToCompleted(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.startCoordinator("c1")
+	c.startSubmitter()
+	c.startWorker("w1")
+
+	ids := map[string]string{}
+	for _, name := range []string{"noop", "cpu_intensive", "io_intensive", "mixed_workload", "default"} {
+		ids[name] = c.submit(map[string]any{"name": name, "payload": "x"})
+	}
+	obj := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 0.05}})
+	for name, id := range ids {
+		j := c.waitStatus(id, "completed", 30*time.Second)
+		if j["attempts"].(float64) != 1 || j["worker_id"] != "w1" || j["finished_at"] == nil {
+			t.Errorf("%s: completed job = %v, want 1 attempt on w1 with finished_at", name, j)
+		}
+	}
+	j := c.waitStatus(obj, "completed", 30*time.Second)
+	if p, ok := j["payload"].(map[string]any); !ok || p["seconds"] != 0.05 {
+		t.Errorf("payload came back as %v, want the JSON object submitted", j["payload"])
+	}
+	cpu := c.job(ids["cpu_intensive"])
+	if r, ok := cpu["result"].(map[string]any); !ok || r["hashes"] == nil {
+		t.Errorf("cpu_intensive result = %v, want a hash count", cpu["result"])
+	}
+}
+
+func TestFailingJobRetriesIntoDLQAndRequeue(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.startCoordinator("c1")
+	c.startSubmitter()
+	c.startWorker("w1")
+
+	id := c.submit(map[string]any{"name": "test_job", "payload": "invalid_job_content_1", "max_retries": 2})
+	j := c.waitStatus(id, "failed", 30*time.Second)
+	if j["attempts"].(float64) != 3 {
+		t.Fatalf("attempts = %v, want 3 (max_retries 2)", j["attempts"])
+	}
+	if errs := j["errors"].([]any); len(errs) != 3 {
+		t.Fatalf("errors = %v, want one per attempt", errs)
+	}
+
+	// The DLQ lists it, in the API and in Redis.
+	code, dlq := c.do("GET", c.submitter+"/dlq", nil)
+	if code != 200 {
+		t.Fatalf("GET /dlq = %d %v", code, dlq)
+	}
+	found := false
+	for _, e := range dlq["jobs"].([]any) {
+		e := e.(map[string]any)
+		if e["job_id"] == id {
+			found = true
+			if e["reason"] != "max_retries_exceeded" || len(e["errors"].([]any)) != 3 {
+				t.Errorf("dlq entry = %v, want reason max_retries_exceeded and 3 errors", e)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("job %s not in /dlq: %v", id, dlq)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr()})
+	defer rdb.Close()
+	c.eventually(10*time.Second, "dead_letter_queue entry in Redis", func() bool {
+		n, _ := rdb.LLen(ctxT(t, time.Second), "dead_letter_queue").Result()
+		return n == 1
+	})
+	entry, _ := rdb.LIndex(ctxT(t, time.Second), "dead_letter_queue", 0).Result()
+	if want := fmt.Sprintf(`"job_id":%s`, id); !strings.Contains(entry, want) || !strings.Contains(entry, "invalid job content") {
+		t.Errorf("Redis DLQ entry = %s, want the job and its error", entry)
+	}
+
+	// Requeue: the job runs again with attempts reset, fails again.
+	code, out := c.do("POST", c.submitter+"/dlq/"+id+"/requeue", nil)
+	if code != 200 {
+		t.Fatalf("requeue = %d %v", code, out)
+	}
+	c.eventually(30*time.Second, "requeued job to fail again", func() bool {
+		j = c.job(id)
+		return j["status"] == "failed" && len(j["errors"].([]any)) == 6
+	})
+	if j["attempts"].(float64) != 3 {
+		t.Fatalf("after requeue attempts = %v, want 3 again", j["attempts"])
+	}
+	code, _ = c.do("POST", c.submitter+"/dlq/999999/requeue", nil)
+	if code != http.StatusNotFound {
+		t.Errorf("requeue unknown = %d, want 404", code)
+	}
+}
+
+func TestCancelPendingAndRunning(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.startCoordinator("c1")
+	c.startSubmitter()
+	c.startWorker("w1")
+
+	pending := c.submit(map[string]any{"name": "noop", "delay_seconds": 3600})
+	code, out := c.do("POST", c.submitter+"/jobs/"+pending+"/cancel", nil)
+	if code != 200 || out["status"] != "canceled" {
+		t.Fatalf("cancel pending = %d %v", code, out)
+	}
+	running := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 60}})
+	c.waitStatus(running, "leased", 10*time.Second)
+	start := time.Now()
+	code, out = c.do("POST", c.submitter+"/jobs/"+running+"/cancel", nil)
+	if code != http.StatusAccepted {
+		t.Fatalf("cancel running = %d %v, want 202", code, out)
+	}
+	j := c.waitStatus(running, "canceled", 10*time.Second)
+	if time.Since(start) > 5*time.Second || j["attempts"].(float64) != 1 {
+		t.Fatalf("canceled after %v with attempts %v; want quickly and 1 attempt", time.Since(start), j["attempts"])
+	}
+	// It is never retried.
+	time.Sleep(500 * time.Millisecond)
+	if j := c.job(running); j["status"] != "canceled" {
+		t.Fatalf("canceled job became %v", j["status"])
+	}
+	code, _ = c.do("POST", c.submitter+"/jobs/"+running+"/cancel", nil)
+	if code != http.StatusConflict {
+		t.Errorf("cancel of a canceled job = %d, want 409", code)
+	}
+}
+
+func TestWorkerKilledMidJobRunsElsewhere(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t) // lease 30s: recovery must come from heartbeats
+	c.startCoordinator("c1")
+	c.startSubmitter()
+	a := c.startWorker("wa", "WORKER_CONCURRENCY=4")
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 1}}))
+	}
+	for _, id := range ids {
+		c.waitStatus(id, "leased", 10*time.Second)
+	}
+	c.startWorker("wb", "WORKER_CONCURRENCY=4")
+	killed := time.Now()
+	a.kill(t)
+	for _, id := range ids {
+		j := c.waitStatus(id, "completed", 20*time.Second)
+		if j["worker_id"] != "wb" || j["attempts"].(float64) != 2 {
+			t.Errorf("job %s = worker %v attempts %v, want wb and 2", id, j["worker_id"], j["attempts"])
+		}
+	}
+	if took := time.Since(killed); took > 10*time.Second {
+		t.Errorf("recovery took %v; the lease is 30s, heartbeats should make it a few seconds", took)
+	}
+}
+
+func TestStaleResultAfterLostLeaseIsRejected(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	coord := c.startCoordinator("c1")
+	c.startSubmitter()
+	a := c.startWorker("wa")
+	id := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 1.5}})
+	c.waitStatus(id, "leased", 10*time.Second)
+	a.signal(t, syscall.SIGSTOP) // paused: heartbeats stop, the job is reclaimed
+	c.startWorker("wb")
+	j := c.waitStatus(id, "completed", 20*time.Second)
+	if j["worker_id"] != "wb" {
+		t.Fatalf("completed by %v, want wb", j["worker_id"])
+	}
+	a.signal(t, syscall.SIGCONT) // wa finishes its old attempt and reports it
+	c.eventually(15*time.Second, "stale result rejected", func() bool {
+		return c.metric(coord.url, "dts_stale_results_total", "") >= 1
+	})
+	j = c.job(id)
+	if j["status"] != "completed" || j["worker_id"] != "wb" || j["attempts"].(float64) != 2 {
+		t.Fatalf("after the stale result: %v", j)
+	}
+}
+
+func TestGracefulShutdownHandsJobsBack(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.startCoordinator("c1")
+	c.startSubmitter()
+	a := c.startWorker("wa", "SHUTDOWN_GRACE=300ms")
+	id := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 2}})
+	c.waitStatus(id, "leased", 10*time.Second)
+	c.startWorker("wb")
+	a.signal(t, syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not exit after SIGTERM")
+	}
+	j := c.waitStatus(id, "completed", 20*time.Second)
+	if j["worker_id"] != "wb" || j["attempts"].(float64) != 1 {
+		t.Fatalf("job = worker %v attempts %v; want wb, and the handed-back attempt not counted", j["worker_id"], j["attempts"])
+	}
+}
+
+func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c1 := c.startCoordinator("c1")
+	c.eventually(10*time.Second, "c1 to lead", func() bool { return c.health(c1)["role"] == "leader" })
+	c2 := c.startCoordinator("c2")
+	c.startSubmitter()
+	c.startWorker("w1")
+	if h := c.health(c2); h["role"] != "standby" {
+		t.Fatalf("second coordinator is %v, want standby", h)
+	}
+	epoch := c.health(c1)["epoch"].(float64)
+	id := c.submit(map[string]any{"name": "noop"})
+	c.waitStatus(id, "completed", 10*time.Second)
+
+	killed := time.Now()
+	c1.kill(t)
+	c.eventually(10*time.Second, "c2 to take over", func() bool { return c.health(c2)["role"] == "leader" })
+	if h := c.health(c2); h["epoch"].(float64) <= epoch {
+		t.Fatalf("new leader epoch %v, want above %v", h["epoch"], epoch)
+	}
+	t.Logf("standby took over in %v", time.Since(killed))
+	for i := 0; i < 20; i++ {
+		id = c.submit(map[string]any{"name": "noop"})
+	}
+	c.waitStatus(id, "completed", 10*time.Second)
+}
+
+func TestRedisFlushMidRun(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "LEASE_DURATION=2s")
+	coord := c.startCoordinator("c1")
+	c.startSubmitter()
+	c.startWorker("w1", "WORKER_CONCURRENCY=8")
+	c.startWorker("w2", "WORKER_CONCURRENCY=8")
+	var ids []string
+	for i := 0; i < 120; i++ {
+		ids = append(ids, c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 0.05}, "max_retries": 10}))
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr()})
+	defer rdb.Close()
+	c.eventually(20*time.Second, "some jobs done", func() bool {
+		return c.metric(coord.url, "jobs_total", `status="completed"`) >= 20
+	})
+	if err := rdb.FlushAll(ctxT(t, time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		ids = append(ids, c.submit(map[string]any{"name": "noop"}))
+	}
+	for _, id := range ids {
+		c.waitStatus(id, "completed", 60*time.Second)
+	}
+}
+
+
+

@@ -1,0 +1,109 @@
+// Package job holds the scheduler's domain types: a Job, its State and the
+// transitions allowed between states, and the sentinel errors every layer
+// shares. It imports only the standard library so that every module (the
+// worker SDK included) can use it without pulling in database drivers.
+//
+// The state machine (docs/architecture.md draws it):
+//
+//	pending  -> leased                 (coordinator claims it for a worker)
+//	retrying -> leased                 (its next_run_at has come)
+//	leased   -> completed              (the worker reported success)
+//	leased   -> retrying               (an attempt failed, a lease expired or
+//	                                    its worker died, retries remain)
+//	leased   -> failed                 (retries exhausted or a permanent error; in the DLQ)
+//	leased   -> pending                (the worker handed it back on shutdown; the attempt does not count)
+//	leased   -> canceled               (cancel requested and the attempt stopped)
+//	pending, retrying -> canceled      (cancel)
+//	failed   -> pending                (requeued from the DLQ with attempts reset)
+//
+// Every transition is applied by one guarded UPDATE whose WHERE names the
+// expected state (and, for leased jobs, the lease token).
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// State is a job's lifecycle state as stored in PostgreSQL.
+type State string
+
+// The job states.
+const (
+	StatePending   State = "pending"
+	StateLeased    State = "leased"
+	StateRetrying  State = "retrying"
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateCanceled  State = "canceled"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{StatePending, StateLeased, StateRetrying, StateCompleted, StateFailed, StateCanceled}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether no further transition happens on its own from s.
+func (s State) Final() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCanceled
+}
+
+// Sentinel errors shared by the store, the queue and the HTTP layers.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrConflict  = errors.New("conflict")
+	ErrLeaseLost = errors.New("lease lost")
+)
+
+// Job is one unit of work and everything PostgreSQL knows about it.
+type Job struct {
+	ID             int64
+	Name           string
+	Queue          string
+	Priority       int
+	Payload        json.RawMessage
+	State          State
+	Attempts       int
+	MaxRetries     int
+	TimeoutSeconds int
+	IdempotencyKey string
+	LastError      string
+	Errors         []AttemptError
+	Result         json.RawMessage
+	WorkerID       string
+	LeaseToken     int64
+	CancelRequest  bool
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	NextRunAt      time.Time
+}
+
+// AttemptError is the error one failed attempt left behind.
+type AttemptError struct {
+	Attempt  int       `json:"attempt"`
+	Error    string    `json:"error"`
+	Reason   string    `json:"reason"`
+	WorkerID string    `json:"worker_id,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Reasons an attempt ended without success; they label metrics and DLQ entries.
+const (
+	ReasonError              = "error"                // the handler returned an error
+	ReasonPermanent          = "permanent"            // the handler returned a permanent error
+	ReasonTimeout            = "timeout"              // the job ran past its timeout_seconds
+	ReasonWorkerFailure      = "worker_failure"       // its worker stopped heartbeating
+	ReasonLeaseTimeout       = "lease_timeout"        // its lease ran out unextended
+	ReasonMaxRetriesExceeded = "max_retries_exceeded" // no retries remained
+	ReasonCanceled           = "canceled"             // canceled through the API
+)

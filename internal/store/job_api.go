@@ -1,0 +1,349 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dtsched/dts/internal/job"
+)
+
+// JobInsertParams describes one job to create.
+type JobInsertParams struct {
+	Name           string
+	Queue          string
+	Priority       int
+	Payload        json.RawMessage
+	MaxRetries     int
+	TimeoutSeconds int
+	IdempotencyKey string     // empty: none
+	RunAt          *time.Time // nil: now + Delay, by PostgreSQL's clock
+	Delay          time.Duration
+}
+
+// JobInsertResult is the outcome for one JobInsertParams, in input order.
+type JobInsertResult struct {
+	ID      int64
+	Created bool // false: an earlier job had the same idempotency key
+}
+
+const jobColumns = `id, name, queue, priority, payload, status, attempts, max_retries, timeout_seconds,
+	coalesce(idempotency_key, ''), coalesce(last_error, ''), errors, result, coalesce(worker_id, ''),
+	coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at`
+
+func scanJob(row pgx.Row) (*job.Job, error) {
+	var j job.Job
+	var errs []byte
+	var state string
+	if err := row.Scan(&j.ID, &j.Name, &j.Queue, &j.Priority, &j.Payload, &state, &j.Attempts, &j.MaxRetries,
+		&j.TimeoutSeconds, &j.IdempotencyKey, &j.LastError, &errs, &j.Result, &j.WorkerID, &j.LeaseToken,
+		&j.CancelRequest, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.NextRunAt); err != nil {
+		return nil, interpretError(err)
+	}
+	j.State = job.State(state)
+	if len(errs) > 0 {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
+		}
+	}
+	return &j, nil
+}
+
+// JobInsert creates jobs in one statement, all or nothing. A job whose
+// idempotency key already exists is not created; its result carries the
+// earlier job's id and Created false.
+func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobInsertResult, error) {
+	n := len(params)
+	names, queues, payloads, keys := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+	prios, retries, timeouts := make([]int32, n), make([]int32, n), make([]int32, n)
+	runAts, delays := make([]*time.Time, n), make([]int64, n)
+	for i, p := range params {
+		names[i], queues[i], payloads[i] = p.Name, p.Queue, string(p.Payload)
+		if queues[i] == "" {
+			queues[i] = "default"
+		}
+		if len(p.Payload) == 0 {
+			payloads[i] = "null"
+		}
+		if p.IdempotencyKey != "" {
+			k := p.IdempotencyKey
+			keys[i] = &k
+		}
+		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
+		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
+	}
+	rows, err := s.pool.Query(ctx, `
+		INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at)
+		SELECT name, queue, prio, payload::jsonb, retries, timeout, key,
+		       coalesce(run_at, now() + delay_ms * interval '1 millisecond')
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::bigint[])
+		     WITH ORDINALITY AS t(name, queue, prio, payload, retries, timeout, key, run_at, delay_ms, ord)
+		ORDER BY ord
+		ON CONFLICT (idempotency_key) DO NOTHING
+		RETURNING id, idempotency_key`,
+		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+	}
+	byKey := map[string]int64{}
+	var unkeyed []int64
+	for rows.Next() {
+		var id int64
+		var key *string
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		if key == nil {
+			unkeyed = append(unkeyed, id)
+		} else {
+			byKey[*key] = id
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+	}
+	// Ids come from one sequence in insertion order, which is input order.
+	slices.Sort(unkeyed)
+	out := make([]JobInsertResult, n)
+	var missing []string
+	for i, p := range params {
+		switch {
+		case p.IdempotencyKey == "":
+			out[i] = JobInsertResult{ID: unkeyed[0], Created: true}
+			unkeyed = unkeyed[1:]
+		case byKey[p.IdempotencyKey] != 0:
+			out[i] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
+		default:
+			missing = append(missing, p.IdempotencyKey)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	existing := map[string]int64{}
+	rows, err = s.pool.Query(ctx, `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`, missing)
+	if err != nil {
+		return nil, fmt.Errorf("look up idempotency keys: %w", interpretError(err))
+	}
+	for rows.Next() {
+		var id int64
+		var key string
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, fmt.Errorf("look up idempotency keys: %w", err)
+		}
+		existing[key] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up idempotency keys: %w", interpretError(err))
+	}
+	for i, p := range params {
+		if out[i].ID == 0 {
+			id, ok := existing[p.IdempotencyKey]
+			if !ok { // deleted by retention between the two statements
+				return nil, fmt.Errorf("idempotency key %q: %w", p.IdempotencyKey, job.ErrConflict)
+			}
+			out[i] = JobInsertResult{ID: id, Created: false}
+		}
+	}
+	return out, nil
+}
+
+// JobGet returns one job, or job.ErrNotFound.
+func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobListParams filters a listing; zero values mean no filter.
+type JobListParams struct {
+	State  job.State
+	Name   string
+	Before int64 // cursor: only ids below this
+	Limit  int
+}
+
+// JobList returns jobs newest first, and the cursor for the next page (0 at the end).
+func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64, error) {
+	if p.Before <= 0 {
+		p.Before = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
+		WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3)
+		ORDER BY id DESC LIMIT $4`, p.Before, string(p.State), p.Name, p.Limit+1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []*job.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
+	}
+	var next int64
+	if len(out) > p.Limit {
+		out = out[:p.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// CancelResult says what JobCancel did.
+type CancelResult struct {
+	State      job.State // canceled, or leased when the running attempt must be stopped
+	WorkerID   string    // for a leased job: the worker to tell
+	LeaseToken int64
+}
+
+// JobCancel cancels a pending or retrying job at once; for a leased job it
+// records the request (the attempt's outcome then becomes canceled, and it is
+// never retried) and returns the worker to tell. A job already final gives
+// job.ErrConflict, an unknown id job.ErrNotFound.
+func (s *Store) JobCancel(ctx context.Context, id int64) (CancelResult, error) {
+	var res CancelResult
+	err := s.pool.QueryRow(ctx, `
+		WITH c AS (
+			UPDATE jobs SET status = 'canceled', finished_at = now(), cancel_requested = true
+			WHERE id = $1 AND status IN ('pending', 'retrying') RETURNING status, '' AS worker_id, 0::bigint AS token
+		), l AS (
+			UPDATE jobs SET cancel_requested = true
+			WHERE id = $1 AND status = 'leased' RETURNING status, worker_id, lease_token
+		)
+		SELECT * FROM c UNION ALL SELECT * FROM l`, id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
+	if err == nil {
+		return res, nil
+	}
+	if err = interpretError(err); err != job.ErrNotFound {
+		return res, fmt.Errorf("cancel job %d: %w", id, err)
+	}
+	if _, err := s.JobGet(ctx, id); err != nil {
+		return res, fmt.Errorf("cancel job %d: %w", id, err)
+	}
+	return res, fmt.Errorf("cancel job %d: already final: %w", id, job.ErrConflict)
+}
+
+// JobRequeueDead makes a failed (dead) job pending again with its attempts
+// reset; its error history stays. Other states give job.ErrConflict.
+func (s *Store) JobRequeueDead(ctx context.Context, id int64) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
+		finished_at = NULL, dead_reason = NULL, cancel_requested = false
+		WHERE id = $1 AND status = 'failed'`, id)
+	if err != nil {
+		return fmt.Errorf("requeue job %d: %w", id, interpretError(err))
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	if _, err := s.JobGet(ctx, id); err != nil {
+		return fmt.Errorf("requeue job %d: %w", id, err)
+	}
+	return fmt.Errorf("requeue job %d: not in the dead-letter queue: %w", id, job.ErrConflict)
+}
+
+// DeadJob is a job in the dead-letter queue.
+type DeadJob struct {
+	Job    *job.Job
+	Reason string
+}
+
+// DeadList returns failed jobs, the most recently failed first.
+func (s *Store) DeadList(ctx context.Context, limit int) ([]DeadJob, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+`, coalesce(dead_reason, '') FROM jobs
+		WHERE status = 'failed' ORDER BY finished_at DESC, id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []DeadJob
+	for rows.Next() {
+		var reason string
+		j, err := scanJob(scanTail{rows, &reason})
+		if err != nil {
+			return nil, fmt.Errorf("list dead jobs: %w", err)
+		}
+		out = append(out, DeadJob{Job: j, Reason: reason})
+	}
+	return out, interpretError(rows.Err())
+}
+
+// scanTail appends extra destinations after the job columns.
+type scanTail struct {
+	row  pgx.Row
+	tail any
+}
+
+func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail)...) }
+
+// JobCountState counts the jobs in one state.
+func (s *Store) JobCountState(ctx context.Context, state job.State) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = $1`, string(state)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count %s jobs: %w", state, interpretError(err))
+	}
+	return n, nil
+}
+
+// Stats is a snapshot of the system for /stats and the metrics.
+type Stats struct {
+	ByState          map[job.State]int64
+	QueueDepth       int64   // pending or retrying and due now
+	DeadDepth        int64   // failed
+	WorkersByState   map[string]int64
+	OldestPendingAge float64 // seconds the oldest due job has waited; 0 if none
+}
+
+// StatsGet counts jobs by state, the due queue, the DLQ and workers by state.
+func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
+	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}}
+	for _, v := range job.States {
+		st.ByState[v] = 0
+	}
+	for _, v := range []string{"available", "busy", "unavailable", "draining"} {
+		st.WorkersByState[v] = 0
+	}
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+	if err != nil {
+		return st, fmt.Errorf("count jobs: %w", interpretError(err))
+	}
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return st, fmt.Errorf("count jobs: %w", err)
+		}
+		st.ByState[job.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("count jobs: %w", interpretError(err))
+	}
+	st.DeadDepth = st.ByState[job.StateFailed]
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8
+		FROM jobs WHERE status IN ('pending', 'retrying') AND next_run_at <= now()`).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
+		return st, fmt.Errorf("count due jobs: %w", interpretError(err))
+	}
+	rows, err = s.pool.Query(ctx, `SELECT state, count(*) FROM workers GROUP BY state`)
+	if err != nil {
+		return st, fmt.Errorf("count workers: %w", interpretError(err))
+	}
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return st, fmt.Errorf("count workers: %w", err)
+		}
+		st.WorkersByState[state] = n
+	}
+	return st, interpretError(rows.Err())
+}

@@ -1,0 +1,487 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dtsched/dts/internal/job"
+)
+
+// Claimed is a job just leased to a worker.
+type Claimed struct {
+	ID             int64
+	Name           string
+	Queue          string
+	Payload        json.RawMessage
+	Attempt        int
+	MaxRetries     int
+	TimeoutSeconds int
+	LeaseToken     int64
+	WorkerID       string
+	CreatedAt      time.Time
+}
+
+// JobClaimParams says how many due jobs to lease and to whom.
+type JobClaimParams struct {
+	// Types limits the claim to these job names; nil claims any name.
+	Types []string
+	// Slots names the worker for each claimed job in order: the first due
+	// job goes to Slots[0], the next to Slots[1], and so on. Its length is
+	// the most jobs claimed.
+	Slots []string
+	// Lease is how long the lease lasts unless heartbeats extend it.
+	Lease time.Duration
+}
+
+// JobClaimBatch leases up to len(Slots) due jobs in priority, due-time, id
+// order, skipping rows other claimers hold, in one statement. Each gets a
+// fresh fencing token from lease_token_seq and its attempt count grows by one.
+func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed, error) {
+	if len(p.Slots) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		WITH picked AS (
+			SELECT id, row_number() OVER (ORDER BY priority DESC, next_run_at, id) AS rn FROM (
+				SELECT id, priority, next_run_at FROM jobs
+				WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
+				  AND ($1::text[] IS NULL OR name = ANY($1))
+				ORDER BY priority DESC, next_run_at, id
+				LIMIT $2
+				FOR UPDATE SKIP LOCKED
+			) due
+		), slot AS (
+			SELECT worker, ord FROM unnest($3::text[]) WITH ORDINALITY AS t(worker, ord)
+		)
+		UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
+			lease_token = nextval('lease_token_seq'),
+			lease_expires_at = now() + $4 * interval '1 millisecond',
+			worker_id = slot.worker, started_at = now(), cancel_requested = false
+		FROM picked JOIN slot ON slot.ord = picked.rn
+		WHERE j.id = picked.id
+		RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
+			j.lease_token, j.worker_id, j.created_at`,
+		p.Types, len(p.Slots), p.Slots, millis(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
+			&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// Completion is a successful attempt reported by a worker.
+type Completion struct {
+	ID         int64
+	LeaseToken int64
+	Result     json.RawMessage // nil: no result
+}
+
+// Finished describes a job whose attempt was recorded.
+type Finished struct {
+	ID        int64
+	Name      string
+	WorkerID  string
+	CreatedAt time.Time
+	StartedAt time.Time
+}
+
+// JobCompleteMany records successful attempts in one statement. Only jobs
+// still leased under the given token change; the others are stale results
+// and are left out of the returned list.
+func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) ([]Finished, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	ids, tokens, results := make([]int64, len(cs)), make([]int64, len(cs)), make([]*string, len(cs))
+	for i, c := range cs {
+		ids[i], tokens[i] = c.ID, c.LeaseToken
+		if len(c.Result) > 0 {
+			r := string(c.Result)
+			results[i] = &r
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE jobs j SET status = 'completed', result = u.result::jsonb, finished_at = now(),
+			lease_token = NULL, lease_expires_at = NULL
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(id, token, result)
+		WHERE j.id = u.id AND j.status = 'leased' AND j.lease_token = u.token
+		RETURNING j.id, j.name, coalesce(j.worker_id, ''), j.created_at, coalesce(j.started_at, j.created_at)`,
+		ids, tokens, results)
+	if err != nil {
+		return nil, fmt.Errorf("complete jobs: %w", interpretError(err))
+	}
+	return collectFinished(rows)
+}
+
+func collectFinished(rows pgx.Rows) ([]Finished, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finished, error) {
+		var f Finished
+		err := r.Scan(&f.ID, &f.Name, &f.WorkerID, &f.CreatedAt, &f.StartedAt)
+		return f, err
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return out, nil
+}
+
+// Failure is an attempt that ended without success.
+type Failure struct {
+	ID         int64
+	LeaseToken int64
+	Error      string
+	Reason     string // job.Reason*
+	Permanent  bool   // skip the remaining retries
+	// Immediate retries without backoff (the attempt was cut short by its
+	// worker's death, not by the job).
+	Immediate bool
+}
+
+// RetryPolicy decides the wait before a failed job's next attempt.
+type RetryPolicy func(attempt int) time.Duration
+
+// FailOutcome is what happened to a failed job.
+type FailOutcome struct {
+	ID         int64
+	LeaseToken int64 // the lease that ended
+	Name       string
+	Queue      string
+	Payload    json.RawMessage
+	State      job.State // retrying, failed (dead) or canceled
+	Attempts   int
+	MaxRetries int
+	Error      string
+	Reason     string // the attempt's reason; for a dead job the reason it died
+	WorkerID   string
+	Errors     json.RawMessage
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	Delay      time.Duration
+}
+
+// maxErrorLen bounds each stored error message.
+const maxErrorLen = 2048
+
+// JobFailMany records failed attempts in one transaction: each job still
+// leased under its token becomes retrying (next_run_at from the policy, on
+// PostgreSQL's clock), failed when its retries are exhausted or the error is
+// permanent, or canceled when a cancel was requested. Stale failures are left
+// out of the result.
+func (s *Store) JobFailMany(ctx context.Context, fs []Failure, policy RetryPolicy) ([]FailOutcome, error) {
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	var out []FailOutcome
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = failLeased(ctx, tx, fs, policy)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fail jobs: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy) ([]FailOutcome, error) {
+	ids := make([]int64, len(fs))
+	for i, f := range fs {
+		ids[i] = f.ID
+	}
+	type current struct {
+		token      int64
+		attempts   int
+		maxRetries int
+		cancel     bool
+	}
+	rows, err := tx.Query(ctx, `SELECT id, lease_token, attempts, max_retries, cancel_requested FROM jobs
+		WHERE id = ANY($1) AND status = 'leased' ORDER BY id FOR UPDATE`, ids)
+	if err != nil {
+		return nil, err
+	}
+	cur := map[int64]current{}
+	for rows.Next() {
+		var id int64
+		var c current
+		if err := rows.Scan(&id, &c.token, &c.attempts, &c.maxRetries, &c.cancel); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		cur[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var (
+		uIDs, uTokens, uDelays              []int64
+		uStates, uErrs, uReasons, uDeadWhys []string
+	)
+	for _, f := range fs {
+		c, ok := cur[f.ID]
+		if !ok || c.token != f.LeaseToken {
+			continue // stale: the lease is gone
+		}
+		delete(cur, f.ID) // a duplicate in the same batch applies once
+		state, why, delay := job.StateRetrying, "", time.Duration(0)
+		switch {
+		case c.cancel:
+			state = job.StateCanceled
+		case f.Permanent:
+			state, why = job.StateFailed, f.Reason
+		case job.Exhausted(c.attempts, c.maxRetries):
+			state, why = job.StateFailed, job.ReasonMaxRetriesExceeded
+		case !f.Immediate:
+			delay = policy(c.attempts)
+		}
+		msg := f.Error
+		if len(msg) > maxErrorLen {
+			msg = msg[:maxErrorLen]
+		}
+		uIDs, uTokens, uDelays = append(uIDs, f.ID), append(uTokens, f.LeaseToken), append(uDelays, millis(delay))
+		uStates, uErrs, uReasons, uDeadWhys = append(uStates, string(state)), append(uErrs, msg), append(uReasons, f.Reason), append(uDeadWhys, why)
+	}
+	if len(uIDs) == 0 {
+		return nil, nil
+	}
+	rows, err = tx.Query(ctx, `
+		UPDATE jobs j SET status = u.state,
+			next_run_at = CASE WHEN u.state = 'retrying' THEN now() + u.delay_ms * interval '1 millisecond' ELSE j.next_run_at END,
+			finished_at = CASE WHEN u.state = 'retrying' THEN NULL ELSE now() END,
+			last_error = u.err,
+			errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'error', u.err,
+				'reason', u.reason, 'worker_id', j.worker_id, 'at', now())),
+			dead_reason = nullif(u.dead_why, ''),
+			lease_token = NULL, lease_expires_at = NULL
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
+			AS u(id, token, state, delay_ms, err, reason, dead_why)
+		WHERE j.id = u.id AND j.status = 'leased' AND j.lease_token = u.token
+		RETURNING j.id, u.token, j.name, j.queue, j.payload, j.status, j.attempts, j.max_retries, u.err,
+			coalesce(nullif(u.dead_why, ''), u.reason), coalesce(j.worker_id, ''), j.errors,
+			j.created_at, coalesce(j.started_at, j.created_at), u.delay_ms`,
+		uIDs, uTokens, uStates, uDelays, uErrs, uReasons, uDeadWhys)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FailOutcome, error) {
+		var o FailOutcome
+		var state string
+		var delayMs int64
+		err := r.Scan(&o.ID, &o.LeaseToken, &o.Name, &o.Queue, &o.Payload, &state, &o.Attempts, &o.MaxRetries, &o.Error,
+			&o.Reason, &o.WorkerID, &o.Errors, &o.CreatedAt, &o.StartedAt, &delayMs)
+		o.State, o.Delay = job.State(state), time.Duration(delayMs)*time.Millisecond
+		return o, err
+	})
+}
+
+// Release is a leased job its worker gives back unrun or interrupted.
+type Release struct {
+	ID         int64
+	LeaseToken int64
+}
+
+// JobReleaseMany makes released jobs pending again at once; the attempt does
+// not count. A job whose cancel was requested becomes canceled instead.
+func (s *Store) JobReleaseMany(ctx context.Context, rs []Release) ([]int64, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	ids, tokens := make([]int64, len(rs)), make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i], tokens[i] = r.ID, r.LeaseToken
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE jobs j SET
+			status = CASE WHEN j.cancel_requested THEN 'canceled' ELSE 'pending' END,
+			finished_at = CASE WHEN j.cancel_requested THEN now() END,
+			attempts = greatest(j.attempts - 1, 0), next_run_at = now(),
+			lease_token = NULL, lease_expires_at = NULL
+		FROM unnest($1::bigint[], $2::bigint[]) AS u(id, token)
+		WHERE j.id = u.id AND j.status = 'leased' AND j.lease_token = u.token
+		RETURNING j.id`, ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("release jobs: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("release jobs: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// JobReleaseWorker releases every lease a worker that stopped cleanly still
+// holds (jobs delivered after its last look at its list): they become pending
+// at once and the attempt does not count.
+func (s *Store) JobReleaseWorker(ctx context.Context, workerID string) ([]Release, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, lease_token FROM jobs WHERE status = 'leased' AND worker_id = $1`, workerID)
+	if err != nil {
+		return nil, fmt.Errorf("release worker %s: %w", workerID, interpretError(err))
+	}
+	rs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Release, error) {
+		var x Release
+		return x, r.Scan(&x.ID, &x.LeaseToken)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release worker %s: %w", workerID, interpretError(err))
+	}
+	ids, err := s.JobReleaseMany(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	done := map[int64]bool{}
+	for _, id := range ids {
+		done[id] = true
+	}
+	out := rs[:0]
+	for _, x := range rs {
+		if done[x.ID] {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// JobReclaimWorker fails every lease held by a worker that stopped
+// heartbeating (reason worker_failure). Retries run at once, without backoff.
+func (s *Store) JobReclaimWorker(ctx context.Context, workerID string, policy RetryPolicy) ([]FailOutcome, error) {
+	return s.reclaim(ctx, `SELECT id, lease_token FROM jobs WHERE status = 'leased' AND worker_id = $1
+		ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED`, workerID, job.ReasonWorkerFailure,
+		"worker "+workerID+" stopped heartbeating", true, policy)
+}
+
+// JobReclaimExpired fails up to 1000 leases whose deadline has passed
+// (reason lease_timeout), retrying with backoff.
+func (s *Store) JobReclaimExpired(ctx context.Context, policy RetryPolicy) ([]FailOutcome, error) {
+	return s.reclaim(ctx, `SELECT id, lease_token FROM jobs WHERE status = 'leased' AND lease_expires_at < now()
+		ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED`, nil, job.ReasonLeaseTimeout,
+		"lease expired", false, policy)
+}
+
+func (s *Store) reclaim(ctx context.Context, query string, arg any, reason, msg string, immediate bool, policy RetryPolicy) ([]FailOutcome, error) {
+	var out []FailOutcome
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var rows pgx.Rows
+		var err error
+		if arg == nil {
+			rows, err = tx.Query(ctx, query)
+		} else {
+			rows, err = tx.Query(ctx, query, arg)
+		}
+		if err != nil {
+			return err
+		}
+		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Failure, error) {
+			f := Failure{Reason: reason, Error: msg, Immediate: immediate}
+			return f, r.Scan(&f.ID, &f.LeaseToken)
+		})
+		if err != nil || len(fs) == 0 {
+			return err
+		}
+		out, err = failLeased(ctx, tx, fs, policy)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reclaim leases (%s): %w", reason, interpretError(err))
+	}
+	return out, nil
+}
+
+// LeaseExtendParams extends the leases of jobs their workers report running.
+type LeaseExtendParams struct {
+	IDs    []int64
+	Tokens []int64
+	Lease  time.Duration
+}
+
+// JobLeaseExtend pushes the deadline of each still-valid lease to now+Lease,
+// touching only leases less than half their length from running out, and
+// never a job already past its own timeout_seconds (plus one lease length of
+// grace): such a job is left to expire. It returns how many leases moved.
+func (s *Store) JobLeaseExtend(ctx context.Context, p LeaseExtendParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE jobs j SET lease_expires_at = now() + $3 * interval '1 millisecond'
+		FROM unnest($1::bigint[], $2::bigint[]) AS u(id, token)
+		WHERE j.id = u.id AND j.status = 'leased' AND j.lease_token = u.token
+		  AND j.lease_expires_at < now() + $3 * interval '0.5 millisecond'
+		  AND (j.timeout_seconds = 0
+		       OR j.started_at + j.timeout_seconds * interval '1 second' + $3 * interval '1 millisecond' > now())`,
+		p.IDs, p.Tokens, millis(p.Lease))
+	if err != nil {
+		return 0, fmt.Errorf("extend leases: %w", interpretError(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Lease is one current lease.
+type Lease struct {
+	ID         int64
+	LeaseToken int64
+	WorkerID   string
+}
+
+// JobLeasesList returns every current lease (a new leader's starting view of
+// which worker holds what).
+func (s *Store) JobLeasesList(ctx context.Context) ([]Lease, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, lease_token, coalesce(worker_id, '') FROM jobs WHERE status = 'leased'`)
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
+		var l Lease
+		return l, r.Scan(&l.ID, &l.LeaseToken, &l.WorkerID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// JobNextDue returns how long until the earliest pending or retrying job is
+// due (0 if one is due now), or false if there is none.
+func (s *Store) JobNextDue(ctx context.Context) (time.Duration, bool, error) {
+	var ms *float64
+	err := s.pool.QueryRow(ctx, `SELECT greatest(extract(epoch FROM min(next_run_at) - now()) * 1000, 0)::float8
+		FROM jobs WHERE status IN ('pending', 'retrying')`).Scan(&ms)
+	if err != nil {
+		return 0, false, fmt.Errorf("next due job: %w", interpretError(err))
+	}
+	if ms == nil {
+		return 0, false, nil
+	}
+	return time.Duration(*ms * float64(time.Millisecond)), true, nil
+}
+
+// JobCleanup deletes, in batches of up to batch rows, completed and canceled
+// jobs finished more than doneAge ago and failed ones finished more than
+// failedAge ago. It returns how many rows it deleted.
+func (s *Store) JobCleanup(ctx context.Context, doneAge, failedAge time.Duration, batch int) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM jobs WHERE id IN (
+			SELECT id FROM jobs WHERE status IN ('completed', 'canceled') AND finished_at < now() - $1 * interval '1 millisecond'
+			UNION ALL
+			SELECT id FROM jobs WHERE status = 'failed' AND finished_at < now() - $2 * interval '1 millisecond'
+			LIMIT $3)`, millis(doneAge), millis(failedAge), batch)
+		if err != nil {
+			return total, fmt.Errorf("clean up jobs: %w", interpretError(err))
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) || ctx.Err() != nil {
+			return total, nil
+		}
+	}
+}

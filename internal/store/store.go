@@ -1,0 +1,84 @@
+// Package store is the only code that talks to PostgreSQL, the source of
+// truth for every job. Each state change is one guarded statement: its WHERE
+// names the state it expects and, for a leased job, the lease's fencing
+// token, so a late or duplicate actor changes nothing. Hot paths (claim,
+// complete, fail, extend) take batches and cost one round trip per batch.
+// Times that matter (lease deadlines, next_run_at) come from PostgreSQL's
+// clock, never from the caller's.
+//
+// No pgx type crosses this package's boundary: errors are translated to the
+// sentinels of package job by interpretError.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dtsched/dts/internal/job"
+)
+
+// Store is a PostgreSQL connection pool with the scheduler's queries.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to databaseURL, checks the connection, and applies the
+// migrations when migrate is true.
+func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	if migrate {
+		if err := Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return interpretError(s.pool.Ping(ctx))
+}
+
+// DatabaseURL returns the connection string the pool was opened with.
+func (s *Store) DatabaseURL() string { return s.pool.Config().ConnString() }
+
+// interpretError turns pgx errors into the sentinels of package job.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return job.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return fmt.Errorf("%w: %s", job.ErrConflict, pgErr.Message)
+	}
+	return err
+}
+
+func millis(d time.Duration) int64 { return d.Milliseconds() }

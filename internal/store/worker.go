@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// WorkerRow is a worker as the leader coordinator sees it.
+type WorkerRow struct {
+	ID              string
+	JobTypes        []string
+	Concurrency     int
+	State           string // available, busy, unavailable, draining
+	InFlight        int
+	LastHeartbeatAt time.Time
+	LastAssignedAt  *time.Time
+}
+
+// WorkerSync writes the leader's view of the fleet: it upserts every worker
+// in ws and marks every other recorded worker unavailable, in one statement.
+func (s *Store) WorkerSync(ctx context.Context, ws []WorkerRow) error {
+	n := len(ws)
+	ids, states, types := make([]string, n), make([]string, n), make([]string, n)
+	conc, inflight := make([]int32, n), make([]int32, n)
+	beats, assigned := make([]time.Time, n), make([]*time.Time, n)
+	for i, w := range ws {
+		ids[i], states[i] = w.ID, w.State
+		conc[i], inflight[i] = int32(w.Concurrency), int32(w.InFlight)
+		beats[i], assigned[i] = w.LastHeartbeatAt, w.LastAssignedAt
+		// text[][] must be rectangular, so job types travel as one string.
+		types[i] = strings.Join(w.JobTypes, "\x1f")
+	}
+	_, err := s.pool.Exec(ctx, `
+		WITH gone AS (
+			UPDATE workers SET state = 'unavailable', in_flight = 0
+			WHERE state <> 'unavailable' AND NOT (id = ANY($1))
+		)
+		INSERT INTO workers (id, job_types, concurrency, state, in_flight, last_heartbeat_at, last_assigned_at)
+		SELECT id, string_to_array(types, E'\x1f'), conc, state, inflight, beat, assigned
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[], $7::timestamptz[])
+			AS u(id, types, conc, state, inflight, beat, assigned)
+		ON CONFLICT (id) DO UPDATE SET job_types = excluded.job_types, concurrency = excluded.concurrency,
+			state = excluded.state, in_flight = excluded.in_flight, last_heartbeat_at = excluded.last_heartbeat_at,
+			last_assigned_at = coalesce(excluded.last_assigned_at, workers.last_assigned_at)`,
+		ids, types, conc, states, inflight, beats, assigned)
+	if err != nil {
+		return fmt.Errorf("sync workers: %w", interpretError(err))
+	}
+	return nil
+}
+
+// WorkerList returns every known worker.
+func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, job_types, concurrency, state, in_flight,
+		coalesce(last_heartbeat_at, registered_at), last_assigned_at FROM workers ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []WorkerRow
+	for rows.Next() {
+		var w WorkerRow
+		if err := rows.Scan(&w.ID, &w.JobTypes, &w.Concurrency, &w.State, &w.InFlight, &w.LastHeartbeatAt, &w.LastAssignedAt); err != nil {
+			return nil, fmt.Errorf("list workers: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, interpretError(rows.Err())
+}

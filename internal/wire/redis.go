@@ -1,0 +1,99 @@
+// Package wire defines what crosses process boundaries: the messages that
+// travel through Redis between coordinator and workers, and the HTTP request
+// and response bodies of the submitter API. It imports only the standard
+// library; every field is JSON with snake_case names.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Delivery is a leased job sent by the coordinator to one worker's list.
+type Delivery struct {
+	JobID          int64           `json:"job_id"`
+	Name           string          `json:"name"`
+	Queue          string          `json:"queue,omitempty"`
+	Payload        json.RawMessage `json:"payload"`
+	Attempt        int             `json:"attempt"`
+	MaxRetries     int             `json:"max_retries"`
+	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
+	LeaseToken     int64           `json:"lease_token"`
+	CreatedAt      time.Time       `json:"created_at"`
+}
+
+// Control is a command to a worker, sent on its control list.
+type Control struct {
+	Op         string `json:"op"` // "cancel"
+	JobID      int64  `json:"job_id"`
+	LeaseToken int64  `json:"lease_token"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Control ops.
+const (
+	OpCancel = "cancel"
+)
+
+// Result outcomes reported by workers.
+const (
+	OutcomeCompleted = "completed" // the handler succeeded
+	OutcomeFailed    = "failed"    // the handler failed; retry if retries remain
+	OutcomeReleased  = "released"  // the worker gave the job back unrun or interrupted (shutdown); the attempt does not count
+)
+
+// Result is what a worker reports on the results stream after an attempt.
+type Result struct {
+	JobID      int64           `json:"job_id"`
+	LeaseToken int64           `json:"lease_token"`
+	WorkerID   string          `json:"worker_id"`
+	Attempt    int             `json:"attempt"`
+	Outcome    string          `json:"outcome"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Reason     string          `json:"reason,omitempty"` // error, permanent, timeout, canceled
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt time.Time       `json:"finished_at"`
+}
+
+// InFlight names one job a worker is running, for lease extension.
+type InFlight struct {
+	JobID      int64 `json:"job_id"`
+	LeaseToken int64 `json:"lease_token"`
+}
+
+// Heartbeat is sent by every worker on the heartbeat stream every interval.
+// The first one registers the worker; each one carries its full description,
+// so a coordinator that just became leader knows the fleet after one interval.
+type Heartbeat struct {
+	WorkerID    string     `json:"worker_id"`
+	JobTypes    []string   `json:"job_types"` // "*" means any name
+	Concurrency int        `json:"concurrency"`
+	InFlight    []InFlight `json:"in_flight"`
+	Draining    bool       `json:"draining,omitempty"` // shutting down: send no more jobs
+	Stopped     bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
+	Credential  string     `json:"credential,omitempty"`
+	SentAt      time.Time  `json:"sent_at"` // informational only; ages use the receiver's clock
+}
+
+// DeadEntry is one dead-letter list entry: the original job, why it died and
+// every attempt's error. The same facts live in PostgreSQL.
+type DeadEntry struct {
+	JobID       int64           `json:"job_id"`
+	OriginalJob DeadJob         `json:"original_job"`
+	Reason      string          `json:"reason"`
+	Errors      json.RawMessage `json:"errors"`
+	FailedAt    time.Time       `json:"failed_at"`
+}
+
+// DeadJob is the job part of a DeadEntry.
+type DeadJob struct {
+	JobID      int64           `json:"job_id"`
+	Name       string          `json:"name"`
+	Queue      string          `json:"queue"`
+	Payload    json.RawMessage `json:"payload"`
+	Attempts   int             `json:"attempts"`
+	MaxRetries int             `json:"max_retries"`
+	LastError  string          `json:"error"`
+	CreatedAt  time.Time       `json:"created_at"`
+}

@@ -1,0 +1,457 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// Config configures a Worker. Zero fields take the defaults in their comments.
+type Config struct {
+	// ID names the worker; it must be unique in the fleet. Default hostname-pid.
+	ID string
+	// RedisURL is the Redis URL (redis:// or rediss://). Required.
+	RedisURL string
+	// RedisPrefix namespaces every Redis key; it must match the coordinator's. Default "".
+	RedisPrefix string
+	// Concurrency is how many jobs run at once. Default 8.
+	Concurrency int
+	// HeartbeatInterval is how often the worker heartbeats; it must match
+	// the coordinator's setting. Default 1s.
+	HeartbeatInterval time.Duration
+	// ShutdownGrace is how long in-flight jobs may finish after Run's
+	// context ends before they are canceled and handed back. Default 30s.
+	ShutdownGrace time.Duration
+	// Credential is sent with every heartbeat for the coordinator to check. Default none.
+	Credential string
+}
+
+func (c Config) withDefaults() Config {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.RedisURL == "":
+		return errors.New("config: RedisURL is required")
+	case len(c.ID) > 200:
+		return errors.New("config: ID is longer than 200 characters")
+	case c.Concurrency > 100_000:
+		return errors.New("config: Concurrency is above 100000")
+	}
+	return nil
+}
+
+// Causes of an attempt's context being canceled.
+var (
+	errShutdown = errors.New("worker shutting down")
+	errCanceled = errors.New("job canceled")
+	errTimeout  = errors.New("job timed out")
+)
+
+// Worker runs handlers for jobs the coordinator leases to it.
+type Worker struct {
+	cfg      Config
+	log      *slog.Logger
+	q        *queue.Queue
+	handlers map[string]HandlerFunc
+	reg      *prometheus.Registry
+	metrics  *metrics
+
+	draining atomic.Bool
+	mu       sync.Mutex
+	running  map[int64]*attempt // job id → the attempt running it
+	unsent   map[int64]int64    // job id → token of results not yet on the stream
+	wg       sync.WaitGroup     // running attempts
+	results  chan wire.Result
+}
+
+type attempt struct {
+	token  int64
+	cancel context.CancelCauseFunc
+}
+
+// New connects to Redis. Register handlers with Handle before Run.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	q, err := queue.Open(ctx, cfg.RedisURL, cfg.RedisPrefix)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
+		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
+		results: make(chan wire.Result, cfg.Concurrency+16)}
+	w.reg = prometheus.NewRegistry()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
+	return w, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Handle registers h for jobs named name. The name "*" registers a handler
+// for every name without one of its own. Call before Run.
+func (w *Worker) Handle(name string, h HandlerFunc) { w.handlers[name] = h }
+
+// Handler serves /healthz and /metrics.
+func (w *Worker) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(map[string]any{"status": "ok", "worker_id": w.cfg.ID,
+			"draining": w.draining.Load(), "in_flight": w.inFlightCount(), "concurrency": w.cfg.Concurrency})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (w *Worker) jobTypes() []string {
+	types := make([]string, 0, len(w.handlers))
+	for name := range w.handlers {
+		types = append(types, name)
+	}
+	return types
+}
+
+func (w *Worker) inFlightCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+// Run works until ctx ends, then drains: it stops taking jobs, lets running
+// ones finish for up to ShutdownGrace, cancels and hands back the rest (and
+// any delivered but not started), and says it stopped. If ln is not nil it
+// also serves Handler on it.
+func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
+	defer w.q.Close()
+	if len(w.handlers) == 0 {
+		return errors.New("no handlers registered")
+	}
+	var srv *http.Server
+	if ln != nil {
+		srv = &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		w.log.Info("worker listening", "addr", ln.Addr().String())
+	}
+	// Heartbeats and result sending outlive ctx: they carry the drain.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	var bgWG sync.WaitGroup
+	bgWG.Add(2)
+	go func() { defer bgWG.Done(); w.heartbeatLoop(bg) }()
+	sendDone := make(chan struct{})
+	go func() { defer bgWG.Done(); w.sendLoop(sendDone) }()
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "job_types", w.jobTypes())
+
+	w.receiveLoop(ctx)
+
+	// Drain.
+	w.draining.Store(true)
+	w.log.Info("worker draining", "in_flight", w.inFlightCount(), "grace", w.cfg.ShutdownGrace)
+	w.heartbeat(bg, false)
+	w.releaseQueued(bg)
+	finished := make(chan struct{})
+	go func() { w.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn("grace period over: canceling running jobs and handing them back", "in_flight", w.inFlightCount())
+		w.cancelAll(errShutdown)
+		select {
+		case <-finished:
+		case <-time.After(5 * time.Second):
+			w.log.Error("handlers ignored cancellation; exiting without them")
+		}
+	}
+	w.releaseQueued(bg)
+	close(sendDone) // the sender flushes what is queued, then returns
+	bgWG.Wait()
+	w.heartbeat(context.WithoutCancel(ctx), true)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+func (w *Worker) receiveLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		in, err := w.q.Receive(ctx, w.cfg.ID, w.cfg.Concurrency, time.Second)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.metrics.redisErrors.WithLabelValues("receive").Inc()
+				w.log.Error("receive failed", "err", err)
+				sleep(ctx, 200*time.Millisecond)
+			}
+			continue
+		}
+		w.handleInbox(in, false)
+	}
+}
+
+func (w *Worker) handleInbox(in Inbox, release bool) {
+	if in.Bad > 0 {
+		w.metrics.badMessages.Add(float64(in.Bad))
+	}
+	for _, c := range in.Controls {
+		if c.Op == wire.OpCancel {
+			w.cancelJob(c.JobID, c.LeaseToken)
+		}
+	}
+	for _, d := range in.Deliveries {
+		if release {
+			now := time.Now()
+			w.report(wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
+				Outcome: wire.OutcomeReleased, Reason: "shutdown", StartedAt: now, FinishedAt: now}, d.Name)
+			continue
+		}
+		w.start(d)
+	}
+}
+
+// Inbox is an alias so that handleInbox reads naturally.
+type Inbox = queue.Inbox
+
+// releaseQueued hands back deliveries that arrived but were not started.
+func (w *Worker) releaseQueued(ctx context.Context) {
+	for {
+		in, err := w.q.Receive(ctx, w.cfg.ID, 1000, 10*time.Millisecond)
+		if err != nil || (len(in.Deliveries) == 0 && len(in.Controls) == 0) {
+			return
+		}
+		w.handleInbox(in, true)
+	}
+}
+
+func (w *Worker) cancelJob(id, token int64) {
+	w.mu.Lock()
+	a, ok := w.running[id]
+	w.mu.Unlock()
+	if ok && (token == 0 || a.token == token) {
+		w.log.Info("canceling job on request", "job_id", id)
+		a.cancel(errCanceled)
+	}
+}
+
+func (w *Worker) cancelAll(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.running {
+		a.cancel(cause)
+	}
+}
+
+func (w *Worker) start(d wire.Delivery) {
+	h, ok := w.handlers[d.Name]
+	label := d.Name
+	if !ok {
+		h, label = w.handlers["*"], "other"
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	if d.TimeoutSeconds > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(d.TimeoutSeconds)*time.Second, errTimeout)
+		inner := cancel
+		cancel = func(cause error) { inner(cause); stop() }
+	}
+	w.mu.Lock()
+	if _, dup := w.running[d.JobID]; dup {
+		w.mu.Unlock()
+		cancel(nil)
+		return // the same lease delivered twice: already running
+	}
+	w.running[d.JobID] = &attempt{token: d.LeaseToken, cancel: cancel}
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer cancel(nil)
+		r := w.execute(ctx, h, d)
+		w.report(r, label)
+	}()
+}
+
+// execute runs one attempt and turns its outcome into a result.
+func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r wire.Result) {
+	r = wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt, StartedAt: time.Now()}
+	log := w.log.With("job_id", d.JobID, "attempt", d.Attempt, "name", d.Name)
+	defer func() {
+		r.FinishedAt = time.Now()
+		if p := recover(); p != nil {
+			r.Outcome, r.Reason, r.Error, r.Result = wire.OutcomeFailed, job.ReasonError, fmt.Sprintf("handler panicked: %v", p), nil
+			log.Error("handler panicked", "panic", fmt.Sprint(p))
+		}
+	}()
+	if h == nil {
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonPermanent, "no handler for job type "+strconv.Quote(d.Name)
+		return r
+	}
+	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
+		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt}
+	log.Debug("attempt started")
+	res, err := h(ctx, j)
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errShutdown):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "shutdown", "worker shut down"
+	case errors.Is(cause, errCanceled):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled"
+	case errors.Is(cause, errTimeout):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonTimeout, fmt.Sprintf("timed out after %ds", d.TimeoutSeconds)
+	case err != nil:
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonError, err.Error()
+		if IsPermanent(err) {
+			r.Reason = job.ReasonPermanent
+		}
+	default:
+		r.Outcome = wire.OutcomeCompleted
+		if res != nil {
+			b, err := json.Marshal(res)
+			if err != nil {
+				r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonPermanent, "result does not encode to JSON: "+err.Error()
+			} else {
+				r.Result = b
+			}
+		}
+	}
+	if r.Outcome != wire.OutcomeCompleted {
+		log.Info("attempt did not succeed", "outcome", r.Outcome, "reason", r.Reason, "error", r.Error)
+	}
+	return r
+}
+
+// report moves an attempt from running to unsent and queues its result.
+func (w *Worker) report(r wire.Result, label string) {
+	w.mu.Lock()
+	delete(w.running, r.JobID)
+	w.unsent[r.JobID] = r.LeaseToken
+	w.mu.Unlock()
+	w.metrics.finished.WithLabelValues(label, r.Outcome).Inc()
+	if !r.StartedAt.IsZero() {
+		w.metrics.duration.WithLabelValues(label).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	}
+	w.results <- r
+}
+
+// sendLoop writes results to the stream in pipelined batches, retrying until
+// Redis takes them. While a result is unsent its job stays in the
+// heartbeat's in-flight list, so its lease does not run out meanwhile.
+func (w *Worker) sendLoop(done <-chan struct{}) {
+	ctx := context.Background()
+	batch := make([]wire.Result, 0, 512)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-w.results:
+			batch = append(batch, r)
+		case <-done:
+			select {
+			case r := <-w.results:
+				batch = append(batch, r)
+			default:
+				return
+			}
+		}
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case r := <-w.results:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		for attempt := 0; ; attempt++ {
+			err := w.q.SendResults(ctx, batch)
+			if err == nil {
+				break
+			}
+			w.metrics.redisErrors.WithLabelValues("send_results").Inc()
+			w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
+			time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+		}
+		w.mu.Lock()
+		for _, r := range batch {
+			if w.unsent[r.JobID] == r.LeaseToken {
+				delete(w.unsent, r.JobID)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		w.heartbeat(ctx, false)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
+	hb := wire.Heartbeat{WorkerID: w.cfg.ID, JobTypes: w.jobTypes(), Concurrency: w.cfg.Concurrency,
+		Draining: w.draining.Load(), Stopped: stopped, Credential: w.cfg.Credential, SentAt: time.Now()}
+	w.mu.Lock()
+	for id, a := range w.running {
+		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: a.token})
+	}
+	for id, token := range w.unsent {
+		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: token})
+	}
+	w.mu.Unlock()
+	if err := w.q.SendHeartbeat(ctx, hb); err != nil {
+		w.metrics.redisErrors.WithLabelValues("heartbeat").Inc()
+		w.log.Warn("heartbeat failed", "err", err)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
