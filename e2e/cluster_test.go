@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 // cluster is one test's set of processes sharing a database and a Redis.
 type cluster struct {
 	t         *testing.T
+	logDir    string // registered before stopAll, so logs outlive it
 	dbURL     string
 	redis     *redistest.Server
 	base      []string // environment every process gets
@@ -77,7 +78,7 @@ var fastEnv = []string{
 
 func newCluster(t *testing.T, extraEnv ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dbURL: pgtest.NewDatabase(t), redis: redistest.Start(t)}
+	c := &cluster{t: t, logDir: t.TempDir(), dbURL: pgtest.NewDatabase(t), redis: redistest.Start(t)}
 	c.base = append([]string{"DATABASE_URL=" + c.dbURL, "REDIS_URL=" + c.redis.URL(), "PATH=" + os.Getenv("PATH")}, fastEnv...)
 	c.base = append(c.base, extraEnv...)
 	t.Cleanup(c.stopAll)
@@ -99,7 +100,7 @@ func freeAddr(t *testing.T) string {
 func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
 	c.t.Helper()
 	addr := freeAddr(c.t)
-	logPath := filepath.Join(c.t.TempDir(), name+".log")
+	logPath := filepath.Join(c.logDir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		c.t.Fatal(err)

@@ -200,6 +200,7 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	}
 	w.releaseQueued(bg)
 	close(sendDone) // the sender flushes what is queued, then returns
+	stopBG()        // and the heartbeat loop ends
 	bgWG.Wait()
 	w.heartbeat(context.WithoutCancel(ctx), true)
 	if srv != nil {
@@ -252,7 +253,7 @@ type Inbox = queue.Inbox
 // releaseQueued hands back deliveries that arrived but were not started.
 func (w *Worker) releaseQueued(ctx context.Context) {
 	for {
-		in, err := w.q.Receive(ctx, w.cfg.ID, 1000, 10*time.Millisecond)
+		in, err := w.q.Receive(ctx, w.cfg.ID, 1000, 0)
 		if err != nil || (len(in.Deliveries) == 0 && len(in.Controls) == 0) {
 			return
 		}

@@ -107,12 +107,20 @@ type Inbox struct {
 	Bad        int // messages that did not decode (dropped)
 }
 
-// Receive blocks up to block for the worker's control or delivery list and
-// returns up to max messages from the first non-empty one (control first).
-// An empty Inbox means the wait ran out.
+// Receive blocks up to block (whole seconds; 0 does not block) for the
+// worker's control or delivery list and returns up to max messages from the
+// first non-empty one (control first). An empty Inbox means the wait ran out.
 func (q *Queue) Receive(ctx context.Context, workerID string, max int, block time.Duration) (Inbox, error) {
 	var in Inbox
-	key, vals, err := q.rdb.BLMPop(ctx, block, "right", int64(max), q.keys.WorkerControl(workerID), q.keys.WorkerJobs(workerID)).Result()
+	keys := []string{q.keys.WorkerControl(workerID), q.keys.WorkerJobs(workerID)}
+	var key string
+	var vals []string
+	var err error
+	if block <= 0 {
+		key, vals, err = q.rdb.LMPop(ctx, "right", int64(max), keys...).Result()
+	} else {
+		key, vals, err = q.rdb.BLMPop(ctx, block, "right", int64(max), keys...).Result()
+	}
 	if errors.Is(err, redis.Nil) {
 		return in, nil
 	}

@@ -1,0 +1,231 @@
+// Package builtin provides the job handlers the bundled worker offers out of
+// the box, for demos, benchmarks and the stress scripts in scripts/: the job
+// types of the original system (cpu_intensive, io_intensive, mixed_workload,
+// network_task and, for every other name, a variable-length sleep), plus noop,
+// sleep and webhook.
+//
+// They keep the original's observable behaviour where the scripts depend on
+// it: a payload containing "invalid_job" fails the attempt with a plain,
+// retryable error (ErrInvalidJob), so such a job uses up its retries and then
+// lands in the dead-letter queue. They fix what the original got wrong: every
+// handler returns promptly once ctx is done, io_intensive writes a file with a
+// unique name per attempt and always removes it, and network_task really makes
+// its requests and fails when they fail.
+//
+// What must stay true: handlers keep no state between attempts and are safe
+// for concurrent use; errors that retrying cannot fix (a malformed payload, a
+// 4xx answer) are marked worker.Permanent; and the package imports only the
+// standard library, so the worker SDK pulls in nothing else.
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dtsched/dts/worker"
+)
+
+// Names of the handlers Register installs.
+const (
+	NameCPUIntensive  = "cpu_intensive"
+	NameIOIntensive   = "io_intensive"
+	NameMixedWorkload = "mixed_workload"
+	NameNetworkTask   = "network_task"
+	NameNoop          = "noop"
+	NameSleep         = "sleep"
+	NameWebhook       = "webhook"
+
+	// FallbackName is the name Register gives Fallback when Config.Fallback
+	// is set: the worker runs it for any job name without its own handler.
+	FallbackName = "*"
+)
+
+// ErrInvalidJob is returned by every handler in this package when the job's
+// payload contains "invalid_job". It is deliberately not permanent: such jobs
+// are retried and then dead-lettered, as the original stress scripts expect.
+var ErrInvalidJob = errors.New("invalid job content")
+
+// Config configures the built-in handlers. The zero value is usable: every
+// zero (or negative) field takes its default.
+type Config struct {
+	// NetworkURL is the URL each network_task GETs.
+	// Default "http://127.0.0.1:8000/healthz" (the local submitter).
+	NetworkURL string
+	// NetworkRequests is how many GETs one network_task sends, concurrently.
+	// Default 3.
+	NetworkRequests int
+	// Fallback makes Register also register Fallback under FallbackName, so
+	// that jobs with names no handler claims (the original's "default" and
+	// "test_job") run a variable-length sleep. Default false.
+	Fallback bool
+	// FallbackMin and FallbackMax bound the fallback's sleep.
+	// Defaults 100ms and 50s; a FallbackMax below FallbackMin is raised to it.
+	FallbackMin, FallbackMax time.Duration
+	// CPUWork is how long one cpu_intensive job hashes, measured as elapsed
+	// time on the one goroutine doing it. Default 1s.
+	CPUWork time.Duration
+	// IODir is the directory io_intensive writes its temporary files in.
+	// Default os.TempDir().
+	IODir string
+	// HTTPClient sends network_task's and webhook's requests.
+	// Default: a client with a 30s timeout and the default transport.
+	HTTPClient *http.Client
+	// WebhookMaxBody is how many bytes of a webhook's response body are kept
+	// in the job's result; more are not read. Default 4096.
+	WebhookMaxBody int64
+}
+
+// Defaults of the Config fields.
+const (
+	DefaultNetworkURL      = "http://127.0.0.1:8000/healthz"
+	DefaultNetworkRequests = 3
+	DefaultFallbackMin     = 100 * time.Millisecond
+	DefaultFallbackMax     = 50 * time.Second
+	DefaultCPUWork         = time.Second
+	DefaultHTTPTimeout     = 30 * time.Second
+	DefaultWebhookMaxBody  = 4096
+)
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+// A new HTTPClient is created when none is set.
+func (c Config) WithDefaults() Config {
+	if c.NetworkURL == "" {
+		c.NetworkURL = DefaultNetworkURL
+	}
+	if c.NetworkRequests <= 0 {
+		c.NetworkRequests = DefaultNetworkRequests
+	}
+	if c.FallbackMin <= 0 {
+		c.FallbackMin = DefaultFallbackMin
+	}
+	if c.FallbackMax <= 0 {
+		c.FallbackMax = DefaultFallbackMax
+	}
+	if c.FallbackMax < c.FallbackMin {
+		c.FallbackMax = c.FallbackMin
+	}
+	if c.CPUWork <= 0 {
+		c.CPUWork = DefaultCPUWork
+	}
+	if c.IODir == "" {
+		c.IODir = os.TempDir()
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
+	}
+	if c.WebhookMaxBody <= 0 {
+		c.WebhookMaxBody = DefaultWebhookMaxBody
+	}
+	return c
+}
+
+// Validate reports the first field of c (after WithDefaults) that the
+// handlers cannot work with. Register does not call it: a worker binary
+// should, at startup, to fail fast on a bad flag.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if _, err := parseHTTPURL(c.NetworkURL); err != nil {
+		return fmt.Errorf("builtin: NetworkURL: %w", err)
+	}
+	if st, err := os.Stat(c.IODir); err != nil {
+		return fmt.Errorf("builtin: IODir: %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("builtin: IODir: %s is not a directory", c.IODir)
+	}
+	return nil
+}
+
+// Registrar is what Register installs handlers on; *worker.Worker is one.
+type Registrar interface {
+	Handle(name string, h worker.HandlerFunc)
+}
+
+// Register installs every named handler of this package on r, and Fallback
+// under FallbackName when cfg.Fallback is set.
+func Register(r Registrar, cfg Config) {
+	h := newHandlers(cfg)
+	r.Handle(NameCPUIntensive, h.cpuIntensive)
+	r.Handle(NameIOIntensive, h.ioIntensive)
+	r.Handle(NameMixedWorkload, h.mixedWorkload)
+	r.Handle(NameNetworkTask, h.networkTask)
+	r.Handle(NameNoop, noop)
+	r.Handle(NameSleep, sleep)
+	r.Handle(NameWebhook, h.webhook)
+	if h.cfg.Fallback {
+		r.Handle(FallbackName, Fallback(h.cfg))
+	}
+}
+
+// handlers holds the configuration the handlers share. It is read-only after
+// newHandlers, so its methods are safe for concurrent use.
+type handlers struct {
+	cfg        Config
+	networkURL *url.URL // nil when cfg.NetworkURL is invalid
+	networkErr error    // why it is invalid
+}
+
+func newHandlers(cfg Config) *handlers {
+	h := &handlers{cfg: cfg.WithDefaults()}
+	h.networkURL, h.networkErr = parseHTTPURL(h.cfg.NetworkURL)
+	return h
+}
+
+// parseHTTPURL parses an absolute http or https URL with a host.
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("scheme must be http or https: %q", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("missing host: %q", u.Redacted())
+	}
+	return u, nil
+}
+
+var invalidMarker = []byte("invalid_job")
+
+// invalid reports whether the job's payload, as PayloadString shows it,
+// contains "invalid_job". It does not allocate unless the payload holds a
+// backslash (a JSON string could spell the marker with escapes).
+func invalid(job *worker.Job) bool {
+	if bytes.Contains(job.Payload, invalidMarker) {
+		return true
+	}
+	if bytes.IndexByte(job.Payload, '\\') < 0 {
+		return false
+	}
+	return strings.Contains(job.PayloadString(), "invalid_job")
+}
+
+// noop is the benchmark job: it does nothing and returns no result.
+func noop(_ context.Context, job *worker.Job) (any, error) {
+	if invalid(job) {
+		return nil, ErrInvalidJob
+	}
+	return nil, nil
+}
+
+// sleepCtx waits for d or until ctx is done, whichever comes first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
