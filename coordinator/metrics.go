@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		processing: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "job_processing_duration_seconds",
 			Help: "Run time of every finished attempt, as measured by its worker.", Buckets: durBuckets}, []string{"name"}),
 		retryAttempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "job_retry_attempts",
-			Help: "Attempts a job had used when it was scheduled for retry or moved to the DLQ, by reason.",
+			Help:    "Attempts a job had used when it was scheduled for retry or moved to the DLQ, by reason.",
 			Buckets: []float64{0, 1, 2, 3, 4, 5, 10}}, []string{"reason"}),
 		leaseTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_lease_timeouts_total",
 			Help: "Leases that ran out without being extended."}),

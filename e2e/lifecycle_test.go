@@ -262,6 +262,3 @@ func TestRedisFlushMidRun(t *testing.T) {
 		c.waitStatus(id, "completed", 60*time.Second)
 	}
 }
-
-
-

@@ -298,8 +298,8 @@ func (s *Store) JobCountState(ctx context.Context, state job.State) (int64, erro
 // Stats is a snapshot of the system for /stats and the metrics.
 type Stats struct {
 	ByState          map[job.State]int64
-	QueueDepth       int64   // pending or retrying and due now
-	DeadDepth        int64   // failed
+	QueueDepth       int64 // pending or retrying and due now
+	DeadDepth        int64 // failed
 	WorkersByState   map[string]int64
 	OldestPendingAge float64 // seconds the oldest due job has waited; 0 if none
 }
