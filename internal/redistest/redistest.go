@@ -1,0 +1,434 @@
+// Package redistest gives tests a real Redis, started from the system
+// redis-server binary.
+//
+// Two kinds of server, because tests need two kinds of isolation:
+//
+//   - One shared server per test binary, started on first use of URL or
+//     Prefix. Tests share it and stay apart by key prefix: each test asks
+//     Prefix(t) for a unique prefix ("t1:", "t2:", …) and builds every key
+//     under it, so tests can call t.Parallel. Nobody may FLUSHDB, FLUSHALL,
+//     SHUTDOWN, CONFIG SET or otherwise change this server as a whole.
+//   - A dedicated server per test, from Start(t), for tests that flush,
+//     reconfigure or restart Redis (Restart kills it with SIGKILL and starts
+//     an empty one on the same port, the way a crashed Redis without
+//     persistence comes back). It is stopped when the test ends.
+//
+// Every server listens on a free 127.0.0.1 port with persistence off
+// (--save "" --appendonly no) and its files in a temporary directory.
+//
+// Usage, in a package whose tests need only Redis:
+//
+//	func TestMain(m *testing.M) { redistest.Main(m) }
+//
+// A test binary has only one TestMain, so a package that needs both Redis and
+// PostgreSQL calls the two Cleanup functions itself:
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		pgtest.Cleanup()
+//		redistest.Cleanup()
+//		os.Exit(code)
+//	}
+//
+// What must stay true: no redis-server outlives its test binary. Cleanup and
+// t.Cleanup stop them; if the binary dies first (panic, -timeout, kill -9)
+// the kernel kills them (Pdeathsig), and the next test binary removes the
+// directories left behind. Only _test.go files import this package.
+//
+// While a server runs, one goroutine per server,
+// github.com/dtsched/dts/internal/redistest.(*process).supervise, waits for
+// it (goleak: ignore it with IgnoreAnyFunction); after Cleanup and the
+// tests' t.Cleanup, none is left.
+//
+// The binary is $REDIS_SERVER if set, else redis-server from $PATH,
+// /usr/bin or /usr/sbin.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	dirPrefix    = "dts-redistest-"
+	ownerFile    = "owner.pid"
+	startTimeout = 30 * time.Second
+)
+
+var (
+	sharedMu  sync.Mutex // guards shared, sharedErr, cleaned
+	shared    *Server
+	sharedErr error
+	cleaned   bool
+
+	prefixSeq atomic.Int64
+)
+
+// Main is a TestMain for packages that need only Redis: it runs the tests,
+// stops the shared server if one was started, and exits with the tests'
+// status.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
+
+// Cleanup stops the shared server, if it was started, and removes its
+// directory. It is idempotent; after it, URL panics and Prefix fails the test.
+func Cleanup() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	cleaned = true
+	if shared != nil {
+		shared.Stop()
+		shared = nil
+	}
+}
+
+// URL returns the shared server's URL, redis://127.0.0.1:PORT/0, starting
+// the server on first use. It panics if the server cannot start; call
+// Prefix(t) first to fail the test cleanly instead.
+func URL() string {
+	s, err := sharedServer()
+	if err != nil {
+		panic("redistest: " + err.Error())
+	}
+	return s.URL()
+}
+
+// Prefix returns a key prefix ("t<n>:") no other test in this binary gets.
+// Build every key of the test under it; it is what keeps tests on the shared
+// server apart. It starts the shared server on first use and fails the test
+// if it cannot.
+func Prefix(t testing.TB) string {
+	t.Helper()
+	if _, err := sharedServer(); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return fmt.Sprintf("t%d:", prefixSeq.Add(1))
+}
+
+func sharedServer() (*Server, error) {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if cleaned {
+		return nil, errors.New("shared server already stopped by Cleanup")
+	}
+	if shared == nil && sharedErr == nil {
+		shared, sharedErr = newServer()
+	}
+	return shared, sharedErr
+}
+
+// Server is a redis-server process owned by one test (or, for the shared
+// server, by the test binary). Its methods are safe for concurrent use.
+type Server struct {
+	mu   sync.Mutex
+	bin  string
+	dir  string // "" once stopped
+	port int
+	proc *process // nil while not running
+}
+
+// Start starts a dedicated, empty server for this test and stops it when the
+// test ends. Use it for tests that flush, reconfigure or restart Redis.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := newServer()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is redis://127.0.0.1:PORT/0. It stays the same across Restart.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Addr is 127.0.0.1:PORT. It stays the same across Restart.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Restart kills the server with SIGKILL and starts a new, empty one on the
+// same port, returning once it answers PING. Clients see their connections
+// drop and then reconnect to a Redis that has lost every key. After Stop,
+// Restart starts the server again.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kill()
+	if s.dir == "" {
+		dir, err := makeDir()
+		if err != nil {
+			t.Fatalf("redistest: restart: %v", err)
+		}
+		s.dir = dir
+	} else {
+		// Nothing is persisted, but make "data gone" hold regardless.
+		for _, name := range []string{"dump.rdb", "appendonly.aof", "appendonlydir"} {
+			_ = os.RemoveAll(filepath.Join(s.dir, name))
+		}
+	}
+	// The port was ours a moment ago; retry briefly in case the kernel
+	// has not let go of it yet.
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err = s.launch(); err == nil || !errors.Is(err, errPortTaken) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("redistest: restart on port %d: %v", s.port, err)
+	}
+}
+
+// Stop kills the server (SIGKILL: nothing needs saving) and removes its
+// directory. It is idempotent.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kill()
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+		s.dir = ""
+	}
+}
+
+func newServer() (*Server, error) {
+	bin, err := serverBin()
+	if err != nil {
+		return nil, err
+	}
+	removeStale(os.TempDir())
+	dir, err := makeDir()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir}
+	// A free port may be taken before redis binds it (other test binaries
+	// do the same); then try another.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err == nil {
+			s.port = port // s is not shared yet; port never changes after this
+			err = s.launch()
+		}
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			s.Stop()
+			return nil, err
+		}
+	}
+}
+
+func makeDir() (string, error) {
+	dir, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		return "", fmt.Errorf("make temp dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("write owner file: %w", err)
+	}
+	return dir, nil
+}
+
+var errPortTaken = errors.New("port taken")
+
+// launch starts redis-server on s.port and waits until it answers PING.
+// Callers hold s.mu (or own s exclusively).
+func (s *Server) launch() error {
+	port := s.port
+	logPath := filepath.Join(s.dir, "redis.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--logfile", "",
+		"--loglevel", "warning",
+	)
+	cmd.Dir = s.dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	proc, err := startProcess(cmd)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	s.proc = proc
+
+	addr := s.Addr()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		err := ping(addr)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-proc.exited:
+			s.proc = nil
+			log := tail(logPath)
+			if strings.Contains(log, "Address already in use") {
+				return fmt.Errorf("%w: %d", errPortTaken, port)
+			}
+			return fmt.Errorf("redis-server exited during start-up: %s\n%s", cmd.ProcessState, log)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redis-server not ready after %s: %v\n%s", startTimeout, err, tail(logPath))
+		}
+	}
+}
+
+// kill stops the process, if running, with SIGKILL and reaps it.
+func (s *Server) kill() {
+	if s.proc == nil {
+		return
+	}
+	_ = s.proc.cmd.Process.Kill()
+	<-s.proc.exited
+	s.proc = nil
+}
+
+// ping sends PING in the Redis protocol and expects +PONG.
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(line) != "+PONG" {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+func serverBin() (string, error) {
+	if bin := os.Getenv("REDIS_SERVER"); bin != "" {
+		return bin, nil
+	}
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		return bin, nil
+	}
+	for _, bin := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server", "/usr/local/bin/redis-server"} {
+		if _, err := os.Stat(bin); err == nil {
+			return bin, nil
+		}
+	}
+	return "", errors.New("redis-server not found: install it (Debian: apt-get install -y redis-server) or set REDIS_SERVER")
+}
+
+// removeStale deletes directories left by test binaries that died without
+// cleaning up (their redis-server died with them through Pdeathsig).
+func removeStale(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // being created right now, or not ours
+		}
+		if owner, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !alive(owner) {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc: trust kill(0)
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// process is a child started and reaped by one goroutine, supervise, that
+// stays locked to its OS thread for the child's whole life. Pdeathsig fires
+// when the thread that forked the child exits, not the process, and Go ends
+// a thread when a goroutine exits while locked to it; so the child is forked
+// from a thread no other goroutine can lock and end early. That goroutine,
+// and with it the thread, ends once the child has been reaped: when no
+// server runs, this package runs no goroutine.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has been reaped
+}
+
+func startProcess(cmd *exec.Cmd) (*process, error) {
+	p := &process{cmd: cmd, exited: make(chan struct{})}
+	started := make(chan error, 1)
+	go p.supervise(started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *process) supervise(started chan<- error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+	defer close(p.exited)
+	if err := p.cmd.Start(); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	_ = p.cmd.Wait()
+}
