@@ -1,0 +1,149 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// This file holds the submitter's HTTP API bodies (docs/api.md describes the
+// routes). Job ids travel as decimal strings: they are PostgreSQL bigints,
+// and JavaScript clients lose precision on numbers above 2^53.
+
+// SubmitRequest is one job to create: the body of POST /submit_job and
+// POST /jobs, and one element of POST /submit_jobs. Optional fields are
+// pointers so that an absent field (default) differs from a zero one.
+type SubmitRequest struct {
+	// Name is the job type that selects the worker handler: 1..128
+	// characters, no control characters.
+	Name string `json:"name"`
+	// Type is accepted for Name on POST /jobs (and in batches); if both are
+	// given they must be equal.
+	Type string `json:"type,omitempty"`
+	// Payload is any JSON value (a string, an object, ...); absent means null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Queue defaults to "default": 1..64 characters of [A-Za-z0-9_.:-].
+	Queue string `json:"queue,omitempty"`
+	// Priority is -1000..1000, default 0; higher runs first.
+	Priority *int `json:"priority,omitempty"`
+	// MaxRetries is 0..100, default 3 (so 4 attempts in all).
+	MaxRetries *int `json:"max_retries,omitempty"`
+	// RunAt (RFC 3339) delays the first attempt until then. Not with DelaySeconds.
+	RunAt *string `json:"run_at,omitempty"`
+	// DelaySeconds (0..31,536,000) delays the first attempt. Not with RunAt.
+	DelaySeconds *int64 `json:"delay_seconds,omitempty"`
+	// TimeoutSeconds bounds one attempt: 0..86,400, 0 (default) for none.
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+	// IdempotencyKey (at most 200 characters) makes a resubmission return
+	// the first job instead of creating another. Also the Idempotency-Key header.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// BatchSubmitRequest is the object form of the POST /submit_jobs body; a
+// bare JSON array of SubmitRequest is accepted too.
+type BatchSubmitRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// SubmitResponse answers a submission (201 created, 200 for a repeated
+// idempotency key) and a state change (cancel, requeue).
+type SubmitResponse struct {
+	JobID           string `json:"job_id"`
+	Status          string `json:"status"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+}
+
+// BatchSubmitResponse answers POST /submit_jobs, in request order.
+type BatchSubmitResponse struct {
+	Jobs []SubmitResponse `json:"jobs"`
+}
+
+// Job is a job as GET /jobs/{id} and GET /jobs show it. Times are RFC 3339
+// in UTC; optional ones are null when unset.
+type Job struct {
+	JobID           string          `json:"job_id"`
+	Name            string          `json:"name"`
+	Queue           string          `json:"queue"`
+	Priority        int             `json:"priority"`
+	Payload         json.RawMessage `json:"payload"`
+	Status          string          `json:"status"`
+	Attempts        int             `json:"attempts"`
+	MaxRetries      int             `json:"max_retries"`
+	TimeoutSeconds  int             `json:"timeout_seconds"`
+	LastError       *string         `json:"last_error"`
+	Errors          []AttemptError  `json:"errors"`
+	Result          json.RawMessage `json:"result"`
+	WorkerID        *string         `json:"worker_id"`
+	CreatedAt       time.Time       `json:"created_at"`
+	StartedAt       *time.Time      `json:"started_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	NextRunAt       *time.Time      `json:"next_run_at"`
+	CancelRequested bool            `json:"cancel_requested"`
+}
+
+// AttemptError is the error one failed attempt left behind.
+type AttemptError struct {
+	Attempt  int       `json:"attempt"`
+	Error    string    `json:"error"`
+	Reason   string    `json:"reason"`
+	WorkerID string    `json:"worker_id,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// JobListResponse answers GET /jobs. NextCursor is null on the last page.
+type JobListResponse struct {
+	Jobs       []Job   `json:"jobs"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// DLQJob is a job in the dead-letter queue: the job and why it died.
+type DLQJob struct {
+	Job
+	Reason string `json:"reason"`
+}
+
+// DLQResponse answers GET /dlq, the most recently failed first.
+type DLQResponse struct {
+	Jobs []DLQJob `json:"jobs"`
+}
+
+// StatsResponse answers GET /stats.
+type StatsResponse struct {
+	Jobs                 map[string]int64 `json:"jobs"`        // every job state, zeros included
+	QueueDepth           int64            `json:"queue_depth"` // pending or retrying and due now
+	DLQDepth             int64            `json:"dlq_depth"`   // failed jobs
+	OldestPendingSeconds float64          `json:"oldest_pending_seconds"`
+	Workers              map[string]int64 `json:"workers"` // available, busy, unavailable, draining
+}
+
+// StatusResponse answers GET /healthz and a successful GET /readyz.
+type StatusResponse struct {
+	Status string `json:"status"`
+}
+
+// ErrorResponse is the body of every 4xx and 5xx answer.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody is an error's stable Code (for programs) and Message (for people).
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes. They are part of the API: never rename one.
+const (
+	CodeInvalidJSON          = "invalid_json"           // 400: the body is not one JSON value of the expected shape
+	CodeBodyTooLarge         = "body_too_large"         // 413: the body is over the route's limit
+	CodeInvalidField         = "invalid_field"          // 400: a field or query parameter is invalid; the message names it
+	CodeInvalidID            = "invalid_id"             // 400: a path id is not a positive 64-bit integer
+	CodeNotFound             = "not_found"              // 404: no such job
+	CodeConflict             = "conflict"               // 409: the job's state does not allow the operation
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeRouteNotFound        = "route_not_found"        // 404: no such route
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: reserved; the submitter ignores Content-Type
+	CodeNotReady             = "not_ready"              // 503 from /readyz: a dependency is down or the server is stopping
+	CodeUnavailable          = "unavailable"            // 503: a dependency timed out
+	CodeCanceled             = "canceled"               // 499: the client went away first (logs and metrics only)
+	CodeInternal             = "internal"               // 500: details are in the server log only
+)

@@ -1,0 +1,426 @@
+package submitter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// Limits of a submission. docs/api.md lists them; changing one changes the API.
+const (
+	maxNameLen        = 128 // characters; the jobs table checks it too
+	maxQueueLen       = 64
+	maxIdempotencyLen = 200 // characters
+	minPriority       = -1000
+	maxPriority       = 1000
+	defaultMaxRetries = 3
+	maxMaxRetries     = 100
+	maxDelaySeconds   = 365 * 24 * 3600
+	maxTimeoutSeconds = 24 * 3600
+	maxBatchJobs      = 1000
+	maxPayloadDepth   = 1000 // nesting levels of arrays and objects
+
+	// PostgreSQL's numeric, which jsonb stores numbers as, refuses more
+	// digits than these before and after the decimal point.
+	maxNumericIntDigits  = 131072
+	maxNumericFracDigits = 16383
+)
+
+// decodeSubmit decodes and validates the body of POST /submit_job and
+// POST /jobs. headerKey is the Idempotency-Key header ("" if absent). It
+// never panics, whatever the input (FuzzSubmitDecode checks), and every
+// error it returns is an *httpx.Error.
+func decodeSubmit(body []byte, headerKey string, maxPayload int) (store.JobInsertParams, error) {
+	var req wire.SubmitRequest
+	if err := decodeObject(body, &req); err != nil {
+		return store.JobInsertParams{}, err
+	}
+	p, err := validateSubmit(&req, maxPayload, "")
+	if err != nil {
+		return p, err
+	}
+	if headerKey != "" {
+		if err := checkIdempotencyKey(headerKey, "Idempotency-Key header"); err != nil {
+			return p, err
+		}
+		if p.IdempotencyKey != "" && p.IdempotencyKey != headerKey {
+			return p, httpx.InvalidField("idempotency_key", "differs from the Idempotency-Key header")
+		}
+		p.IdempotencyKey = headerKey
+	}
+	return p, nil
+}
+
+// decodeBatch decodes and validates the body of POST /submit_jobs: a JSON
+// array of jobs, or {"jobs": [...]}. Errors name the job: "jobs[3].name: ...".
+func decodeBatch(body []byte, maxPayload int) ([]store.JobInsertParams, error) {
+	var items []json.RawMessage
+	switch first := firstByte(body); {
+	case first == '[':
+		if err := httpx.DecodeStrict(body, &items); err != nil {
+			return nil, err
+		}
+	case first != '{' && first != 0 && json.Valid(body):
+		return nil, httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, `must be a JSON array of jobs or {"jobs": [...]}`)
+	default:
+		var req wire.BatchSubmitRequest
+		if err := decodeObject(body, &req); err != nil {
+			return nil, err
+		}
+		if req.Jobs == nil {
+			return nil, httpx.InvalidField("jobs", "required: an array of jobs")
+		}
+		items = req.Jobs
+	}
+	if len(items) == 0 {
+		return nil, httpx.InvalidField("jobs", "must hold at least one job")
+	}
+	if len(items) > maxBatchJobs {
+		return nil, httpx.InvalidField("jobs", "holds %d jobs, at most %d are allowed", len(items), maxBatchJobs)
+	}
+	out := make([]store.JobInsertParams, len(items))
+	keys := make(map[string]int, len(items))
+	for i, raw := range items {
+		prefix := fmt.Sprintf("jobs[%d]", i)
+		var req wire.SubmitRequest
+		if err := decodeObject(raw, &req); err != nil {
+			return nil, withPrefix(err, prefix)
+		}
+		p, err := validateSubmit(&req, maxPayload, prefix+".")
+		if err != nil {
+			return nil, err
+		}
+		if p.IdempotencyKey != "" {
+			if j, dup := keys[p.IdempotencyKey]; dup {
+				return nil, httpx.InvalidField(prefix+".idempotency_key", "repeats the key of jobs[%d]", j)
+			}
+			keys[p.IdempotencyKey] = i
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// decodeObject decodes one JSON object strictly into v.
+func decodeObject(data []byte, v any) error {
+	if firstByte(data) != '{' && firstByte(data) != 0 {
+		if !json.Valid(data) {
+			return httpx.DecodeStrict(data, v) // reports the syntax error
+		}
+		return httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "must be a JSON object")
+	}
+	return httpx.DecodeStrict(data, v)
+}
+
+// withPrefix puts a batch item's name in front of a decode error's message.
+func withPrefix(err error, prefix string) error {
+	var e *httpx.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	sep := "."
+	if e.Code != wire.CodeInvalidField {
+		sep = ": "
+	}
+	return &httpx.Error{Status: e.Status, Code: e.Code, Message: prefix + sep + e.Message}
+}
+
+func firstByte(b []byte) byte {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+// validateSubmit checks one decoded request and fills in the defaults.
+// prefix ("" or "jobs[3].") goes in front of field names in errors.
+func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (store.JobInsertParams, error) {
+	var p store.JobInsertParams
+	bad := func(field, format string, args ...any) (store.JobInsertParams, error) {
+		return store.JobInsertParams{}, httpx.InvalidField(prefix+field, format, args...)
+	}
+
+	p.Name = req.Name
+	if req.Type != "" {
+		if req.Name != "" && req.Name != req.Type {
+			return bad("type", "differs from name; give one of them")
+		}
+		p.Name = req.Type
+	}
+	if p.Name == "" {
+		return bad("name", "required")
+	}
+	if msg := checkText(p.Name, maxNameLen); msg != "" {
+		return bad("name", "%s", msg)
+	}
+
+	p.Queue = req.Queue
+	if p.Queue == "" {
+		p.Queue = "default"
+	} else if !validQueue(p.Queue) {
+		return bad("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
+	}
+
+	if req.Priority != nil {
+		if *req.Priority < minPriority || *req.Priority > maxPriority {
+			return bad("priority", "must be between %d and %d", minPriority, maxPriority)
+		}
+		p.Priority = *req.Priority
+	}
+
+	p.MaxRetries = defaultMaxRetries
+	if req.MaxRetries != nil {
+		if *req.MaxRetries < 0 || *req.MaxRetries > maxMaxRetries {
+			return bad("max_retries", "must be between 0 and %d", maxMaxRetries)
+		}
+		p.MaxRetries = *req.MaxRetries
+	}
+
+	if req.TimeoutSeconds != nil {
+		if *req.TimeoutSeconds < 0 || *req.TimeoutSeconds > maxTimeoutSeconds {
+			return bad("timeout_seconds", "must be between 0 (no timeout) and %d", maxTimeoutSeconds)
+		}
+		p.TimeoutSeconds = *req.TimeoutSeconds
+	}
+
+	if req.RunAt != nil && req.DelaySeconds != nil {
+		return bad("run_at", "give run_at or delay_seconds, not both")
+	}
+	if req.RunAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.RunAt)
+		if err != nil {
+			return bad("run_at", "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		}
+		t = t.UTC()
+		p.RunAt = &t
+	}
+	if req.DelaySeconds != nil {
+		if *req.DelaySeconds < 0 || *req.DelaySeconds > maxDelaySeconds {
+			return bad("delay_seconds", "must be between 0 and %d", maxDelaySeconds)
+		}
+		p.Delay = time.Duration(*req.DelaySeconds) * time.Second
+	}
+
+	if req.IdempotencyKey != "" {
+		if err := checkIdempotencyKey(req.IdempotencyKey, prefix+"idempotency_key"); err != nil {
+			return p, err
+		}
+		p.IdempotencyKey = req.IdempotencyKey
+	}
+
+	payload, err := normalizePayload(req.Payload, maxPayload)
+	if err != nil {
+		return bad("payload", "%s", err.Error())
+	}
+	p.Payload = payload
+	return p, nil
+}
+
+// checkText returns why s is not acceptable as a name of at most max
+// characters ("" if it is): valid UTF-8 without control characters.
+func checkText(s string, max int) string {
+	if !utf8.ValidString(s) {
+		return "must be valid UTF-8"
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return fmt.Sprintf("is %d characters long, at most %d are allowed", n, max)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return "must not contain control characters"
+		}
+	}
+	return ""
+}
+
+func checkIdempotencyKey(key, field string) error {
+	if msg := checkText(key, maxIdempotencyLen); msg != "" {
+		return httpx.InvalidField(field, "%s", msg)
+	}
+	return nil
+}
+
+func validQueue(q string) bool {
+	if len(q) == 0 || len(q) > maxQueueLen {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// normalizePayload returns the payload compacted (absent means null), or
+// why it is refused. Beyond being valid JSON, a payload must be storable as
+// PostgreSQL jsonb (no \u0000, no unpaired UTF-16 surrogate, valid UTF-8,
+// numbers within numeric's range) and at most maxPayload bytes as
+// PostgreSQL will print it (numbers written out in full; "1e300" counts as
+// 301 bytes, so a small body cannot become a huge job).
+func normalizePayload(raw json.RawMessage, maxPayload int) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	if !utf8.Valid(raw) {
+		return nil, errors.New("must be valid UTF-8")
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, errors.New("must be valid JSON")
+	}
+	out := buf.Bytes()
+	size, err := scanPayload(out)
+	if err != nil {
+		return nil, err
+	}
+	if size > maxPayload {
+		return nil, fmt.Errorf("is %d bytes encoded, at most %d are allowed", size, maxPayload)
+	}
+	return json.RawMessage(out), nil
+}
+
+// scanPayload walks compact, valid JSON and returns its size with every
+// number counted as written out in full, or an error for what jsonb would
+// refuse or what is nested too deeply.
+func scanPayload(b []byte) (int, error) {
+	size, depth := len(b), 0
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '[' || c == '{':
+			depth++
+			if depth > maxPayloadDepth {
+				return 0, fmt.Errorf("is nested deeper than %d levels", maxPayloadDepth)
+			}
+			i++
+		case c == ']' || c == '}':
+			depth--
+			i++
+		case c == '"':
+			n, err := scanString(b[i:])
+			if err != nil {
+				return 0, err
+			}
+			i += n
+		case c == '-' || (c >= '0' && c <= '9'):
+			n, expanded, err := scanNumber(b[i:])
+			if err != nil {
+				return 0, err
+			}
+			if expanded > n {
+				size += expanded - n
+			}
+			i += n
+		default: // , : true false null
+			i++
+		}
+	}
+	return size, nil
+}
+
+// scanString returns the length of the JSON string at the start of b
+// (quotes included) and refuses the escapes jsonb cannot store: \u0000 and
+// unpaired surrogates.
+func scanString(b []byte) (int, error) {
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i + 1, nil
+		case '\\':
+			if i+1 < len(b) && b[i+1] == 'u' {
+				r, ok := hex4(b, i+2)
+				if !ok {
+					return 0, errors.New("must be valid JSON")
+				}
+				switch {
+				case r == 0:
+					return 0, errors.New(`must not contain \u0000 (PostgreSQL cannot store it)`)
+				case r >= 0xD800 && r < 0xDC00: // high surrogate: a low one must follow
+					lo, ok := rune(0), i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u'
+					if ok {
+						lo, ok = hex4(b, i+8)
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						return 0, errors.New("must not contain an unpaired UTF-16 surrogate escape")
+					}
+					i += 11
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return 0, errors.New("must not contain an unpaired UTF-16 surrogate escape")
+				default:
+					i += 5
+				}
+				continue
+			}
+			i++ // skip the escaped character
+		}
+	}
+	return 0, errors.New("must be valid JSON")
+}
+
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
+	return rune(v), err == nil
+}
+
+// scanNumber returns the length of the JSON number at the start of b and
+// the length PostgreSQL prints it with, or an error if numeric cannot hold
+// it.
+func scanNumber(b []byte) (n, expanded int, err error) {
+	i := 0
+	if b[i] == '-' {
+		i++
+	}
+	intDigits, fracDigits := 0, 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+		intDigits++
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			fracDigits++
+		}
+	}
+	exp := 0
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		neg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			neg = b[i] == '-'
+			i++
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			if exp < 10_000_000 { // saturate: far past any limit below
+				exp = exp*10 + int(b[i]-'0')
+			}
+			i++
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	whole, frac := max(intDigits+exp, 1), max(fracDigits-exp, 0)
+	if whole > maxNumericIntDigits || frac > maxNumericFracDigits {
+		return 0, 0, errors.New("holds a number out of range (PostgreSQL numeric allows 131072 digits before the point and 16383 after)")
+	}
+	return i, whole + frac + 2, nil // sign and point
+}

@@ -1,0 +1,418 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// List limits.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 1000
+)
+
+// readyTimeout bounds the dependency checks of /readyz.
+const readyTimeout = 2 * time.Second
+
+func (s *Server) routes(m *httpx.Metrics) http.Handler {
+	r := httpx.NewRouter(s.logger, m)
+	r.Get("/healthz", httpx.Healthz)
+	r.Get("/readyz", httpx.Handler(s.readyz))
+	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
+
+	r.Group(func(r chi.Router) {
+		r.Use(httpx.LimitBody(s.cfg.MaxBodyBytes))
+		r.Post("/submit_job", httpx.Handler(s.submitJob))
+		r.Post("/jobs", httpx.Handler(s.submitJob))
+		r.Get("/jobs", httpx.Handler(s.listJobs))
+		r.Get("/jobs/{id}", httpx.Handler(s.getJob))
+		r.Post("/jobs/{id}/cancel", httpx.Handler(s.cancelJob))
+		r.Get("/stats", httpx.Handler(s.stats))
+		r.Get("/dlq", httpx.Handler(s.listDead))
+		r.Post("/dlq/{id}/requeue", httpx.Handler(s.requeueDead))
+	})
+	r.With(httpx.LimitBody(s.cfg.MaxBatchBodyBytes)).Post("/submit_jobs", httpx.Handler(s.submitJobs))
+	return r
+}
+
+// ---- submission ----
+
+// submitJob handles POST /submit_job and POST /jobs.
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return err
+	}
+	p, err := decodeSubmit(body, r.Header.Get("Idempotency-Key"), s.cfg.MaxPayloadBytes)
+	if err != nil {
+		return err
+	}
+	resps, created, err := s.insert(r.Context(), []store.JobInsertParams{p})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created > 0 {
+		status = http.StatusCreated
+	}
+	httpx.WriteJSON(w, status, resps[0])
+	return nil
+}
+
+// submitJobs handles POST /submit_jobs.
+func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return err
+	}
+	if r.Header.Get("Idempotency-Key") != "" {
+		return httpx.InvalidField("Idempotency-Key header", "not supported on a batch; set idempotency_key on each job")
+	}
+	params, err := decodeBatch(body, s.cfg.MaxPayloadBytes)
+	if err != nil {
+		return err
+	}
+	resps, created, err := s.insert(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK // every job was an earlier one (a retried batch)
+	if created > 0 {
+		status = http.StatusCreated
+	}
+	httpx.WriteJSON(w, status, wire.BatchSubmitResponse{Jobs: resps})
+	return nil
+}
+
+// insert creates the jobs in one statement, answers each with its id and
+// state (an earlier job's for a matching idempotency key), and wakes the
+// coordinator if anything was created.
+func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]wire.SubmitResponse, int, error) {
+	res, err := s.store.JobInsert(ctx, params)
+	if err != nil {
+		return nil, 0, s.storeError("insert", err)
+	}
+	out := make([]wire.SubmitResponse, len(res))
+	var existing []int64
+	created := 0
+	for i, r := range res {
+		out[i] = wire.SubmitResponse{JobID: formatID(r.ID), Status: string(job.StatePending)}
+		if r.Created {
+			created++
+		} else {
+			existing = append(existing, r.ID)
+		}
+	}
+	s.metrics.submitted.Add(float64(created))
+	s.metrics.deduplicated.Add(float64(len(existing)))
+	if created > 0 {
+		s.wake()
+	}
+	if len(existing) == 0 {
+		return out, created, nil
+	}
+	states, err := s.store.JobStateGetMany(ctx, existing)
+	if err != nil {
+		return nil, 0, s.storeError("state_get", err)
+	}
+	for i, r := range res {
+		if r.Created {
+			continue
+		}
+		st, ok := states[r.ID]
+		if !ok { // removed by retention since the insert
+			return nil, 0, httpx.Errorf(http.StatusConflict, wire.CodeConflict,
+				"the job with this idempotency key (%d) was just deleted; retry", r.ID)
+		}
+		out[i].Status = string(st)
+	}
+	return out, created, nil
+}
+
+// ---- reading ----
+
+// getJob handles GET /jobs/{id}.
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.store.JobGet(r.Context(), id)
+	if err != nil {
+		return s.storeError("get", err)
+	}
+	httpx.WriteJSON(w, http.StatusOK, jobView(j))
+	return nil
+}
+
+// listJobs handles GET /jobs?status=&name=&limit=&cursor=.
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	p := store.JobListParams{Name: q.Get("name"), State: job.State(q.Get("status"))}
+	if p.State != "" && !p.State.Valid() {
+		return httpx.InvalidField("status", "must be one of %s", statesList())
+	}
+	if p.Name != "" {
+		if msg := checkText(p.Name, maxNameLen); msg != "" {
+			return httpx.InvalidField("name", "%s", msg)
+		}
+	}
+	var err error
+	if p.Limit, err = queryLimit(r); err != nil {
+		return err
+	}
+	if c := q.Get("cursor"); c != "" {
+		if p.Before, err = parseID(c); err != nil {
+			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
+		}
+	}
+	jobs, next, err := s.store.JobList(r.Context(), p)
+	if err != nil {
+		return s.storeError("list", err)
+	}
+	resp := wire.JobListResponse{Jobs: make([]wire.Job, len(jobs))}
+	for i, j := range jobs {
+		resp.Jobs[i] = jobView(j)
+	}
+	if next > 0 {
+		c := formatID(next)
+		resp.NextCursor = &c
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// listDead handles GET /dlq?limit=.
+func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r)
+	if err != nil {
+		return err
+	}
+	dead, err := s.store.DeadList(r.Context(), limit)
+	if err != nil {
+		return s.storeError("dead_list", err)
+	}
+	resp := wire.DLQResponse{Jobs: make([]wire.DLQJob, len(dead))}
+	for i, d := range dead {
+		resp.Jobs[i] = wire.DLQJob{Job: jobView(d.Job), Reason: d.Reason}
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// stats handles GET /stats.
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.store.StatsGet(r.Context())
+	if err != nil {
+		return s.storeError("stats", err)
+	}
+	resp := wire.StatsResponse{
+		Jobs:                 make(map[string]int64, len(job.States)),
+		QueueDepth:           st.QueueDepth,
+		DLQDepth:             st.DeadDepth,
+		OldestPendingSeconds: st.OldestPendingAge,
+		Workers:              st.WorkersByState,
+	}
+	for _, state := range job.States {
+		resp.Jobs[string(state)] = st.ByState[state]
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// ---- state changes ----
+
+// cancelJob handles POST /jobs/{id}/cancel.
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.store.JobCancel(r.Context(), id)
+	if err != nil {
+		return s.storeError("cancel", err)
+	}
+	if res.State != job.StateLeased {
+		httpx.WriteJSON(w, http.StatusOK, wire.SubmitResponse{JobID: formatID(id), Status: string(res.State)})
+		return nil
+	}
+	// The request is recorded: whatever the attempt's outcome, the job ends
+	// canceled. Telling the worker only makes it stop sooner.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bestEffortTimeout)
+	defer cancel()
+	ctl := wire.Control{Op: wire.OpCancel, JobID: id, LeaseToken: res.LeaseToken, Reason: job.ReasonCanceled}
+	if err := s.queue.SendControl(ctx, res.WorkerID, ctl); err != nil {
+		s.metrics.redisErrors.WithLabelValues("send_control").Inc()
+		s.logger.Warn("send cancel to worker", "job_id", id, "worker_id", res.WorkerID, "error", err)
+	}
+	httpx.WriteJSON(w, http.StatusAccepted, wire.SubmitResponse{JobID: formatID(id), Status: string(job.StateLeased), CancelRequested: true})
+	return nil
+}
+
+// requeueDead handles POST /dlq/{id}/requeue.
+func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.store.JobRequeueDead(r.Context(), id); err != nil {
+		return s.storeError("requeue", err)
+	}
+	s.wake()
+	httpx.WriteJSON(w, http.StatusOK, wire.SubmitResponse{JobID: formatID(id), Status: string(job.StatePending)})
+	return nil
+}
+
+// ---- health ----
+
+// readyz handles GET /readyz: 200 when PostgreSQL and Redis answer within
+// readyTimeout and the server is not shutting down.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.stopping.Load() {
+		return httpx.Errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "shutting down")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var pgErr, redisErr error
+	wg.Go(func() { pgErr = s.store.Ping(ctx) })
+	wg.Go(func() { redisErr = s.queue.Ping(ctx) })
+	wg.Wait()
+	var failed []string
+	if pgErr != nil {
+		s.metrics.storeErrors.WithLabelValues("ping").Inc()
+		s.logger.Warn("readiness: postgresql", "error", pgErr)
+		failed = append(failed, "postgresql")
+	}
+	if redisErr != nil {
+		s.metrics.redisErrors.WithLabelValues("ping").Inc()
+		s.logger.Warn("readiness: redis", "error", redisErr)
+		failed = append(failed, "redis")
+	}
+	if len(failed) > 0 {
+		return httpx.Errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "not reachable: %s", strings.Join(failed, ", "))
+	}
+	httpx.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
+	return nil
+}
+
+// ---- helpers ----
+
+// storeError counts an unexpected store error; sentinels (not found,
+// conflict) are answers, not errors. The error goes on to httpx.Classify.
+func (s *Server) storeError(op string, err error) error {
+	if !errors.Is(err, job.ErrNotFound) && !errors.Is(err, job.ErrConflict) && !errors.Is(err, context.Canceled) {
+		s.metrics.storeErrors.WithLabelValues(op).Inc()
+	}
+	return err
+}
+
+// pathID parses the {id} route parameter: a positive 64-bit integer.
+func pathID(r *http.Request) (int64, error) {
+	raw := chi.URLParam(r, "id")
+	id, err := parseID(raw)
+	if err != nil {
+		return 0, httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidID, "job id must be a positive integer, got %q", truncate(raw, 40))
+	}
+	return id, nil
+}
+
+// parseID parses a positive decimal int64 (digits only: no sign, no spaces).
+func parseID(s string) (int64, error) {
+	if s == "" || len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, errors.New("not a positive integer")
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errors.New("not a positive integer")
+	}
+	return id, nil
+}
+
+func formatID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// queryLimit parses ?limit=, 1..maxListLimit, default defaultListLimit.
+func queryLimit(r *http.Request) (int, error) {
+	raw := r.URL.Query().Get("limit")
+	if raw == "" {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, httpx.InvalidField("limit", "must be an integer between 1 and %d", maxListLimit)
+	}
+	return n, nil
+}
+
+func statesList() string {
+	names := make([]string, len(job.States))
+	for i, st := range job.States {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// jobView is a job as the API shows it.
+func jobView(j *job.Job) wire.Job {
+	v := wire.Job{
+		JobID:           formatID(j.ID),
+		Name:            j.Name,
+		Queue:           j.Queue,
+		Priority:        j.Priority,
+		Payload:         j.Payload,
+		Status:          string(j.State),
+		Attempts:        j.Attempts,
+		MaxRetries:      j.MaxRetries,
+		TimeoutSeconds:  j.TimeoutSeconds,
+		LastError:       optString(j.LastError),
+		Errors:          make([]wire.AttemptError, len(j.Errors)),
+		Result:          j.Result,
+		WorkerID:        optString(j.WorkerID),
+		CreatedAt:       j.CreatedAt.UTC(),
+		StartedAt:       optTime(j.StartedAt),
+		FinishedAt:      optTime(j.FinishedAt),
+		NextRunAt:       optTime(&j.NextRunAt),
+		CancelRequested: j.CancelRequest,
+	}
+	if len(v.Payload) == 0 {
+		v.Payload = []byte("null")
+	}
+	for i, e := range j.Errors {
+		v.Errors[i] = wire.AttemptError{Attempt: e.Attempt, Error: e.Error, Reason: e.Reason, WorkerID: e.WorkerID, At: e.At.UTC()}
+	}
+	return v
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optTime(t *time.Time) *time.Time {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -1,0 +1,50 @@
+package submitter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the submitter's own metrics beside the HTTP ones of httpx.
+// No label carries user input (job names are unbounded), so cardinality is
+// fixed by the code.
+type metrics struct {
+	submitted    prometheus.Counter
+	deduplicated prometheus.Counter
+	wakeErrors   prometheus.Counter
+	storeErrors  *prometheus.CounterVec
+	redisErrors  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		submitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dts_jobs_submitted_total",
+			Help: "Jobs created through the API.",
+		}),
+		deduplicated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dts_jobs_deduplicated_total",
+			Help: "Submissions answered with an earlier job because their idempotency key matched.",
+		}),
+		wakeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dts_submit_wake_errors_total",
+			Help: "Wake-ups to the coordinator that failed to publish (dispatch then waits for its next poll).",
+		}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dts_store_errors_total",
+			Help: "Unexpected PostgreSQL errors, by operation.",
+		}, []string{"op"}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dts_redis_errors_total",
+			Help: "Redis errors, by operation.",
+		}, []string{"op"}),
+	}
+	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.storeErrors, m.redisErrors)
+	// Export every series from the start, so that rate() sees the first error.
+	for _, op := range []string{"insert", "state_get", "get", "list", "dead_list", "stats", "cancel", "requeue", "ping"} {
+		m.storeErrors.WithLabelValues(op)
+	}
+	for _, op := range []string{"wake", "send_control", "ping"} {
+		m.redisErrors.WithLabelValues(op)
+	}
+	return m
+}

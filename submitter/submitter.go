@@ -1,0 +1,198 @@
+// Package submitter is the scheduler's HTTP API: it accepts jobs, shows
+// them, cancels and requeues them, and reports queue statistics.
+//
+// Why it is shaped this way: PostgreSQL is the record, so a submission is
+// answered only once its INSERT has committed; Redis is only a transport,
+// so the wake-up published afterwards is best effort (the coordinator polls
+// PostgreSQL anyway) and never fails a request. Every route decodes and
+// validates its whole input before it touches the database, so bad input
+// writes nothing; handlers return errors and httpx.Classify alone turns
+// them into answers.
+//
+// Input rules (README.md in this folder is the API reference): bodies are
+// JSON whatever the Content-Type says (curl -d sends a form type); unknown
+// fields are refused with 400 invalid_field, so a typo such as "max_retry"
+// is reported instead of silently ignored; field names match
+// case-insensitively and a repeated key keeps its last value
+// (encoding/json's rules).
+//
+// What must stay true:
+//   - A request is validated completely before any write; a batch is
+//     inserted by one statement, all or nothing.
+//   - The submitter never changes a leased job's state itself: cancel
+//     records the request in PostgreSQL and asks the job's worker to stop.
+//   - No metric label carries user input.
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// Server is a submitter: the HTTP API over a store and a queue.
+type Server struct {
+	cfg      Config
+	logger   *slog.Logger
+	store    *store.Store
+	queue    *queue.Queue
+	registry *prometheus.Registry
+	metrics  *metrics
+	handler  http.Handler
+
+	stopping  atomic.Bool // set once Run's context is canceled: /readyz fails
+	closeOnce sync.Once
+
+	wakeCh    chan struct{}      // capacity 1: a wake-up is pending
+	stopWaker context.CancelFunc // ends the waker goroutine
+	wakerDone chan struct{}      // closed when it has ended
+}
+
+// New checks cfg, connects to PostgreSQL (applying migrations) and Redis,
+// and builds the HTTP handler. Close (or Run) releases the connections.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, 0, true)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	q, err := queue.Open(ctx, cfg.RedisURL, cfg.RedisPrefix)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open queue: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &Server{
+		cfg:      cfg,
+		logger:   logger.With("component", "submitter"),
+		store:    st,
+		queue:    q,
+		registry: reg,
+		metrics:  newMetrics(reg),
+	}
+	s.handler = s.routes(httpx.NewMetrics(reg))
+	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
+	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})
+	go s.runWaker(wctx)
+	return s, nil
+}
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the registry /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Run serves the API on ln until ctx is canceled, then fails /readyz, shuts
+// the HTTP server down gracefully (within Config.ShutdownTimeout) and closes
+// the connections. It returns nil after a clean shutdown.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	defer s.Close()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s.logger.Info("submitter listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	s.stopping.Store(true)
+	s.logger.Info("submitter shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		_ = srv.Close() // cut off what is still running
+		return fmt.Errorf("shut down http: %w", err)
+	}
+	s.logger.Info("submitter stopped")
+	return nil
+}
+
+// Close releases the PostgreSQL and Redis connections. It is idempotent;
+// Run calls it on return.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.stopping.Store(true)
+		s.stopWaker()
+		<-s.wakerDone
+		_ = s.queue.Close() // only fails if already closed
+		s.store.Close()
+	})
+}
+
+// bestEffortTimeout bounds the Redis calls made after PostgreSQL has
+// committed (wake-up, cancel control).
+const bestEffortTimeout = time.Second
+
+// wake asks the waker goroutine to tell the coordinator that jobs are due,
+// without waiting: a submission's answer never waits for Redis. Requests
+// made while a wake-up is pending share it, so a burst of submissions
+// costs a few PUBLISHes, and each submission is followed by a PUBLISH that
+// starts after its INSERT committed.
+func (s *Server) wake() {
+	select {
+	case s.wakeCh <- struct{}{}:
+	default: // one is pending already and will start after our commit
+	}
+}
+
+// runWaker publishes the wake-ups that wake requests. Best effort: a
+// failure is counted and logged at debug, and the coordinator's poll picks
+// the jobs up anyway.
+func (s *Server) runWaker(ctx context.Context) {
+	defer close(s.wakerDone)
+	for {
+		select {
+		case <-ctx.Done():
+			select {
+			case <-s.wakeCh: // the last requests' wake-up, on the way out
+				s.publishWake(context.WithoutCancel(ctx))
+			default:
+			}
+			return
+		case <-s.wakeCh:
+			s.publishWake(ctx)
+		}
+	}
+}
+
+func (s *Server) publishWake(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, bestEffortTimeout)
+	defer cancel()
+	if err := s.queue.Wake(pctx); err != nil && ctx.Err() == nil {
+		s.metrics.wakeErrors.Inc()
+		s.metrics.redisErrors.WithLabelValues("wake").Inc()
+		s.logger.Debug("wake coordinator", "error", err)
+	}
+}
