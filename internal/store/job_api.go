@@ -83,7 +83,7 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::bigint[])
 		     WITH ORDINALITY AS t(name, queue, prio, payload, retries, timeout, key, run_at, delay_ms, ord)
 		ORDER BY ord
-		ON CONFLICT (idempotency_key) DO NOTHING
+		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING id, idempotency_key`,
 		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays)
 	if err != nil {

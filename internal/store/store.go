@@ -38,6 +38,10 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool)
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	// Generic plans only: the batch statements are written for them (see
+	// leased in lease.go); a custom plan built from stale statistics can be
+	// quadratic.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

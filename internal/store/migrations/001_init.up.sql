@@ -12,7 +12,7 @@ CREATE TABLE jobs (
     attempts         integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     max_retries      integer     NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
     timeout_seconds  integer     NOT NULL DEFAULT 0 CHECK (timeout_seconds >= 0),
-    idempotency_key  text        UNIQUE,
+    idempotency_key  text,
     last_error       text,
     errors           jsonb       NOT NULL DEFAULT '[]',
     result           jsonb,
@@ -28,16 +28,18 @@ CREATE TABLE jobs (
     CHECK ((status = 'leased') = (lease_token IS NOT NULL))
 );
 
+-- Indexes are few on purpose: every state change of a job is an UPDATE that
+-- cannot be HOT (status is indexed), so each index costs an insertion per
+-- transition. Partial indexes only receive the rows in their state.
 -- Claim: due jobs in priority order.
 CREATE INDEX jobs_due_idx ON jobs (priority DESC, next_run_at, id) WHERE status IN ('pending', 'retrying');
--- Reaper: leases that ran out, and leases held by a worker.
-CREATE INDEX jobs_lease_idx ON jobs (lease_expires_at) WHERE status = 'leased';
-CREATE INDEX jobs_worker_idx ON jobs (worker_id) WHERE status = 'leased';
--- Retention and the DLQ listing.
+-- Leases: by worker (reclaim when it dies); the expiry scan reads the whole
+-- leased set, which is bounded by the fleet's slots.
+CREATE INDEX jobs_leased_idx ON jobs (worker_id) WHERE status = 'leased';
+-- Retention, the DLQ listing and status listings of finished jobs.
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at) WHERE status IN ('completed', 'failed', 'canceled');
--- Listing: newest first, optionally by status or name.
-CREATE INDEX jobs_status_id_idx ON jobs (status, id DESC);
-CREATE INDEX jobs_name_id_idx ON jobs (name, id DESC);
+-- Idempotency keys are unique among the jobs that have one.
+CREATE UNIQUE INDEX jobs_idempotency_key_idx ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 
 -- Workers: the fleet as the leader coordinator last saw it (for /stats and operators).
 CREATE TABLE workers (
