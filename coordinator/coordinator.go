@@ -139,7 +139,7 @@ func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) {
 		InFlight    int       `json:"in_flight"`
 		LastSeen    time.Time `json:"last_heartbeat_at"`
 	}
-	var ws []out
+	ws := []out{}
 	for _, x := range reg.Snapshot() {
 		ws = append(ws, out{x.ID, x.State(), x.Types, x.Concurrency, len(x.InFlight), x.LastSeen})
 	}

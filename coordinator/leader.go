@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
@@ -16,6 +17,9 @@ type leaderState struct {
 	workers *registry.Registry
 	// kick wakes the dispatcher (new jobs, freed slots, new workers).
 	kick chan struct{}
+	// heartbeatsBlind is set while the heartbeat stream cannot be read:
+	// workers are then not expired for their silence.
+	heartbeatsBlind atomic.Bool
 }
 
 func (l *leaderState) wake() {

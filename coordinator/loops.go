@@ -37,8 +37,15 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, l *leaderState) {
 		}
 		hbs, last, bad, err := c.queue.ReadHeartbeats(ctx, after, 1000, c.cfg.HeartbeatInterval)
 		if err != nil {
+			l.heartbeatsBlind.Store(true)
 			c.redisError(ctx, "heartbeat_read", err)
 			continue
+		}
+		if l.heartbeatsBlind.Load() {
+			// Reading again: give every worker a fresh deadline before
+			// judging its silence, which was ours as much as its.
+			l.workers.TouchAll(time.Now())
+			l.heartbeatsBlind.Store(false)
 		}
 		after = last
 		if bad > 0 {
@@ -49,8 +56,11 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, l *leaderState) {
 		for _, rh := range hbs {
 			hb := rh.Heartbeat
 			if hb.Stopped {
-				l.workers.Stopped(hb.WorkerID)
-				c.releaseStoppedWorker(ctx, l, hb.WorkerID)
+				// Its last results may still be on their way through the
+				// results stream: the reaper releases what it left leased
+				// a little later (stopGrace).
+				l.workers.Stopped(hb.WorkerID, now)
+				c.log.Info("worker said it stopped", "worker_id", hb.WorkerID)
 				continue
 			}
 			if l.workers.Heartbeat(hb, now) {
@@ -72,6 +82,11 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, l *leaderState) {
 
 // releaseStoppedWorker hands back the leases of a worker that exited
 // cleanly: jobs delivered after it stopped reading its list.
+// stopGrace is how long after a worker's stopped heartbeat its leftover
+// leases are released: long enough for its last results, sent before that
+// heartbeat, to be applied by the result loop first.
+func (c *Coordinator) stopGrace() time.Duration { return 2 * c.cfg.HeartbeatInterval }
+
 func (c *Coordinator) releaseStoppedWorker(ctx context.Context, l *leaderState, id string) {
 	released, err := c.store.JobReleaseWorker(ctx, id)
 	if err != nil {
@@ -210,6 +225,7 @@ func (c *Coordinator) resultLoop(ctx context.Context, l *leaderState) {
 			if err := c.applyResults(ctx, l, rs); err != nil {
 				c.storeError(ctx, "apply_results", err)
 				pending = true // not acknowledged: read them again
+				sleepCtx(ctx, 200*time.Millisecond)
 				continue
 			}
 		}
@@ -320,7 +336,7 @@ func (c *Coordinator) afterFailures(ctx context.Context, outs []store.FailOutcom
 		case job.StateFailed:
 			c.metrics.jobsTotal.WithLabelValues("failed").Inc()
 			c.metrics.deadLettered.Inc()
-			c.metrics.retryAttempts.WithLabelValues(job.ReasonMaxRetriesExceeded).Observe(float64(o.Attempts))
+			c.metrics.retryAttempts.WithLabelValues(o.Reason).Observe(float64(o.Attempts))
 			dead = append(dead, deadEntry(o.ID, o.Name, o.Queue, o.Payload, o.Attempts, o.MaxRetries, o.Error, o.Reason, o.Errors, o.CreatedAt, time.Now()))
 			c.log.Warn("job moved to the dead-letter queue", "job_id", o.ID, "attempt", o.Attempts, "reason", o.Reason)
 		case job.StateRetrying:
@@ -361,7 +377,14 @@ func (c *Coordinator) reapLoop(ctx context.Context, l *leaderState) {
 			return
 		case <-t.C:
 		}
-		for _, id := range l.workers.Expire(time.Now()) {
+		now := time.Now()
+		for _, id := range l.workers.StoppedBefore(now.Add(-c.stopGrace())) {
+			c.releaseStoppedWorker(ctx, l, id)
+		}
+		if l.heartbeatsBlind.Load() {
+			continue // cannot tell a dead worker from our own blindness
+		}
+		for _, id := range l.workers.Expire(now) {
 			c.log.Warn("worker unavailable: missed heartbeats; reclaiming its leases", "worker_id", id)
 			for {
 				outs, err := c.store.JobReclaimWorker(ctx, id, c.retryDelay)
@@ -452,6 +475,10 @@ func (c *Coordinator) syncWorkers(ctx context.Context, l *leaderState) {
 	}
 }
 
+// maxDeadMirror bounds the Redis dead-letter list: the newest entries are
+// mirrored; PostgreSQL (GET /dlq) has them all.
+const maxDeadMirror = 100_000
+
 // mirrorDead rebuilds the Redis dead-letter list from PostgreSQL when their
 // lengths differ (after a Redis flush, a lost push, a requeue or retention).
 func (c *Coordinator) mirrorDead(ctx context.Context) {
@@ -465,10 +492,10 @@ func (c *Coordinator) mirrorDead(ctx context.Context) {
 		c.redisError(ctx, "dlq_len", err)
 		return
 	}
-	if want == have {
+	if min(want, maxDeadMirror) == have {
 		return
 	}
-	dead, err := c.store.DeadList(ctx, 100_000)
+	dead, err := c.store.DeadList(ctx, maxDeadMirror)
 	if err != nil {
 		c.storeError(ctx, "list_dead", err)
 		return

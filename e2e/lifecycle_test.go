@@ -190,11 +190,13 @@ func TestStaleResultAfterLostLeaseIsRejected(t *testing.T) {
 func TestGracefulShutdownHandsJobsBack(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.startCoordinator("c1")
+	coord := c.startCoordinator("c1")
 	c.startSubmitter()
-	a := c.startWorker("wa", "SHUTDOWN_GRACE=300ms")
-	id := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 2}})
-	c.waitStatus(id, "leased", 10*time.Second)
+	a := c.startWorker("wa", "SHUTDOWN_GRACE=1s")
+	short := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 0.5}})
+	long := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 5}})
+	c.waitStatus(short, "leased", 10*time.Second)
+	c.waitStatus(long, "leased", 10*time.Second)
 	c.startWorker("wb")
 	a.signal(t, syscall.SIGTERM)
 	select {
@@ -202,9 +204,18 @@ func TestGracefulShutdownHandsJobsBack(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker did not exit after SIGTERM")
 	}
-	j := c.waitStatus(id, "completed", 20*time.Second)
+	// The short job finished within the grace period: its result counts.
+	j := c.waitStatus(short, "completed", 10*time.Second)
+	if j["worker_id"] != "wa" || j["attempts"].(float64) != 1 {
+		t.Fatalf("short job = worker %v attempts %v; want wa, 1 (finished during the grace period)", j["worker_id"], j["attempts"])
+	}
+	// The long one was handed back and ran elsewhere; that attempt does not count.
+	j = c.waitStatus(long, "completed", 20*time.Second)
 	if j["worker_id"] != "wb" || j["attempts"].(float64) != 1 {
-		t.Fatalf("job = worker %v attempts %v; want wb, and the handed-back attempt not counted", j["worker_id"], j["attempts"])
+		t.Fatalf("long job = worker %v attempts %v; want wb, and the handed-back attempt not counted", j["worker_id"], j["attempts"])
+	}
+	if n := c.metric(coord.url, "dts_stale_results_total", ""); n != 0 {
+		t.Fatalf("dts_stale_results_total = %v, want 0: a clean stop must not discard results", n)
 	}
 }
 

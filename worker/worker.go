@@ -91,6 +91,7 @@ type Worker struct {
 	draining atomic.Bool
 	mu       sync.Mutex
 	running  map[int64]*attempt // job id → the attempt running it
+	canceled map[int64]int64    // job id → lease token canceled before its delivery was started
 	unsent   map[int64]int64    // job id → token of results not yet on the stream
 	wg       sync.WaitGroup     // running attempts
 	results  chan wire.Result
@@ -113,6 +114,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
+		canceled: map[int64]int64{},
 		results: make(chan wire.Result, cfg.Concurrency+16)}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -261,9 +263,18 @@ func (w *Worker) releaseQueued(ctx context.Context) {
 	}
 }
 
+// cancelJob cancels a running attempt, or remembers the cancel for a
+// delivery not started yet (the control list is read before the job list,
+// so a cancel can overtake its job).
 func (w *Worker) cancelJob(id, token int64) {
 	w.mu.Lock()
 	a, ok := w.running[id]
+	if !ok {
+		if len(w.canceled) > 10_000 { // bound it: forget the oldest guesses
+			clear(w.canceled)
+		}
+		w.canceled[id] = token
+	}
 	w.mu.Unlock()
 	if ok && (token == 0 || a.token == token) {
 		w.log.Info("canceling job on request", "job_id", id)
@@ -297,6 +308,16 @@ func (w *Worker) start(d wire.Delivery) {
 		w.mu.Unlock()
 		cancel(nil)
 		return // the same lease delivered twice: already running
+	}
+	if t, ok := w.canceled[d.JobID]; ok && t == d.LeaseToken {
+		delete(w.canceled, d.JobID)
+		w.mu.Unlock()
+		cancel(nil)
+		now := time.Now() // canceled before it started: it never runs
+		w.report(wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
+			Outcome: wire.OutcomeFailed, Reason: job.ReasonCanceled, Error: "canceled before it started",
+			StartedAt: now, FinishedAt: now}, label)
+		return
 	}
 	w.running[d.JobID] = &attempt{token: d.LeaseToken, cancel: cancel}
 	w.mu.Unlock()

@@ -56,6 +56,7 @@ func envFloat(name string, def float64) float64 {
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			return f
 		}
+		fmt.Fprintf(os.Stderr, "coordinator: ignoring %s=%q: not a number\n", name, v)
 	}
 	return def
 }

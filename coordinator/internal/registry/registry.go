@@ -31,6 +31,13 @@ type Worker struct {
 	Concurrency int
 	Draining    bool
 	Gone        bool // unavailable: missed heartbeats or said it stopped
+	// StoppedAt is when it said it stopped; zero otherwise, and zero again
+	// once its leftover leases were released.
+	StoppedAt time.Time
+	// Reported is how many jobs it said it runs in its last heartbeat.
+	// After it was unavailable and comes back, old attempts may still run
+	// that the registry no longer counts; slots respect the larger number.
+	Reported    int
 	LastSeen    time.Time
 	// lastAssigned orders workers for LRU: a counter, so that two
 	// assignments in the same instant still have an order.
@@ -46,17 +53,19 @@ func (w *Worker) State() string {
 		return StateUnavailable
 	case w.Draining:
 		return StateDraining
-	case len(w.InFlight) >= w.Concurrency:
+	case w.busySlots() >= w.Concurrency:
 		return StateBusy
 	}
 	return StateAvailable
 }
 
+func (w *Worker) busySlots() int { return max(len(w.InFlight), w.Reported) }
+
 func (w *Worker) free() int {
 	if w.Gone || w.Draining {
 		return 0
 	}
-	return max(w.Concurrency-len(w.InFlight), 0)
+	return max(w.Concurrency-w.busySlots(), 0)
 }
 
 func (w *Worker) any() bool { return slices.Contains(w.Types, "*") }
@@ -90,15 +99,44 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	types := slices.Clone(hb.JobTypes)
 	sort.Strings(types)
 	w.Types, w.Concurrency, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Draining, now, false
+	w.Reported, w.StoppedAt = len(hb.InFlight), time.Time{}
 	return joined
 }
 
-// Stopped marks a worker unavailable at once (it said it stopped).
-func (r *Registry) Stopped(id string) {
+// Stopped marks a worker unavailable at once (it said it stopped at now).
+func (r *Registry) Stopped(id string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w, ok := r.workers[id]; ok {
-		w.Gone = true
+		w.Gone, w.StoppedAt, w.Reported = true, now, 0
+	}
+}
+
+// StoppedBefore returns the workers that said they stopped before t and
+// forgets that they did (so each is returned once).
+func (r *Registry) StoppedBefore(t time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, w := range r.workers {
+		if !w.StoppedAt.IsZero() && w.StoppedAt.Before(t) {
+			w.StoppedAt = time.Time{}
+			out = append(out, w.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TouchAll marks every available worker as heard from at now: after the
+// coordinator itself could not read heartbeats, silence proves nothing.
+func (r *Registry) TouchAll(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.workers {
+		if !w.Gone {
+			w.LastSeen = now
+		}
 	}
 }
 

@@ -128,3 +128,44 @@ func TestDoneNeedsMatchingToken(t *testing.T) {
 		t.Fatalf("slot not freed by the right token: %+v", s)
 	}
 }
+
+func TestReportedInFlightLimitsSlots(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	h := hb("a", 4)
+	h.InFlight = []wire.InFlight{{JobID: 1, LeaseToken: 1}, {JobID: 2, LeaseToken: 2}, {JobID: 3, LeaseToken: 3}}
+	r.Heartbeat(h, t0) // runs 3 attempts the registry does not count (e.g. after it rejoined)
+	if got := r.Slots(10); len(got) != 1 || len(got[0].Slots) != 1 {
+		t.Fatalf("Slots = %+v, want 1 free slot (4 - 3 reported)", got)
+	}
+}
+
+func TestStoppedBeforeReturnsEachOnce(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	r.Heartbeat(hb("a", 1), t0)
+	r.Heartbeat(hb("b", 1), t0)
+	r.Stopped("a", t0)
+	if got := r.StoppedBefore(t0); len(got) != 0 {
+		t.Fatalf("StoppedBefore(t0) = %v, want none yet", got)
+	}
+	if got := r.StoppedBefore(t0.Add(time.Second)); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("StoppedBefore = %v, want [a]", got)
+	}
+	if got := r.StoppedBefore(t0.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("StoppedBefore again = %v, want none", got)
+	}
+	if s := r.Slots(5); !reflect.DeepEqual(s, []SlotGroup{{Slots: []string{"b"}}}) {
+		t.Fatalf("Slots = %+v, want only b", s)
+	}
+}
+
+func TestTouchAllSparesWorkersFromExpiry(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	r.Heartbeat(hb("a", 1), t0)
+	r.TouchAll(t0.Add(5 * time.Second))
+	if gone := r.Expire(t0.Add(5500 * time.Millisecond)); len(gone) != 0 {
+		t.Fatalf("Expire after TouchAll = %v, want none", gone)
+	}
+}

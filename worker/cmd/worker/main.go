@@ -74,7 +74,11 @@ func newLogger() *slog.Logger {
 func run() error {
 	var cfg worker.Config
 	var bcfg builtin.Config
-	addr := flag.String("addr", env("WORKER_ADDR", "127.0.0.1:7001"), "HTTP listen address for healthz and metrics; empty: none [WORKER_ADDR]")
+	defAddr := "127.0.0.1:7001"
+	if v, ok := os.LookupEnv("WORKER_ADDR"); ok {
+		defAddr = v // empty turns the HTTP listener off
+	}
+	addr := flag.String("addr", defAddr, "HTTP listen address for healthz and metrics; empty: none [WORKER_ADDR]")
 	flag.StringVar(&cfg.ID, "id", env("WORKER_ID", ""), "worker id, unique in the fleet; default hostname-pid [WORKER_ID]")
 	flag.StringVar(&cfg.RedisURL, "redis-url", env("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", env("REDIS_PREFIX", ""), "prefix of every Redis key [REDIS_PREFIX]")
