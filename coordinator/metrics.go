@@ -98,9 +98,31 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{job.ReasonWorkerFailure, job.ReasonLeaseTimeout, job.ReasonMaxRetriesExceeded, job.ReasonError} {
 		m.retryAttempts.WithLabelValues(r)
 	}
+	// Series that exist from the start, at zero, so dashboards and alerts
+	// see a real 0 rather than no data.
+	for _, r := range []string{job.ReasonWorkerFailure, job.ReasonLeaseTimeout, "worker_stopped", "delivery_failed"} {
+		m.reclaimed.WithLabelValues(r)
+	}
+	for _, s := range []string{"results", "heartbeats"} {
+		m.badMessages.WithLabelValues(s)
+	}
+	for _, op := range storeOps {
+		m.storeErrors.WithLabelValues(op)
+	}
+	for _, op := range redisOps {
+		m.redisErrors.WithLabelValues(op)
+	}
 	m.staleResults.Add(0)
 	return m
 }
+
+// The operation labels of dts_store_errors_total and dts_redis_errors_total.
+var (
+	storeOps = []string{"apply_results", "claim", "cleanup", "count_dead", "elect", "lease_extend", "list_dead",
+		"load_leases", "reclaim_expired", "reclaim_worker", "release", "release_worker", "stats", "sync_workers"}
+	redisOps = []string{"deliver", "dlq_len", "dlq_push", "dlq_rebuild", "drop_worker_queues", "heartbeat_read",
+		"results_ack", "results_group", "results_read"}
+)
 
 // stateCollector reads depth and fleet gauges at scrape time: the DLQ and
 // queue from PostgreSQL (the truth, so a standby reports them too), the

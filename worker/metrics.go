@@ -21,6 +21,9 @@ func newMetrics(reg prometheus.Registerer, concurrency int, inFlight func() int)
 		badMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_worker_bad_messages_total",
 			Help: "Undecodable messages on this worker's lists, dropped."}),
 	}
+	for _, op := range []string{"receive", "send_results", "heartbeat"} {
+		m.redisErrors.WithLabelValues(op)
+	}
 	reg.MustRegister(m.finished, m.duration, m.redisErrors, m.badMessages,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dts_worker_in_flight",
 			Help: "Jobs running on this worker."}, func() float64 { return float64(inFlight()) }),
