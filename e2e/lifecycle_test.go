@@ -273,3 +273,41 @@ func TestRedisFlushMidRun(t *testing.T) {
 		c.waitStatus(id, "completed", 60*time.Second)
 	}
 }
+
+func TestHeartbeatsKeepLongJobsLeased(t *testing.T) {
+	t.Parallel()
+	// A lease of 1 s and a job of 3 s: only heartbeat extension keeps it.
+	c := newCluster(t, "LEASE_DURATION=1s")
+	coord := c.startCoordinator("c1")
+	c.startSubmitter()
+	c.startWorker("w1")
+	id := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 3}})
+	j := c.waitStatus(id, "completed", 20*time.Second)
+	if j["attempts"].(float64) != 1 {
+		t.Fatalf("attempts = %v, want 1: a healthy worker's job must not be taken away", j["attempts"])
+	}
+	if n := c.metric(coord.url, "dts_lease_timeouts_total", ""); n != 0 {
+		t.Fatalf("dts_lease_timeouts_total = %v, want 0", n)
+	}
+}
+
+func TestJobTimeoutFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	coord := c.startCoordinator("c1")
+	c.startSubmitter()
+	c.startWorker("w1")
+	id := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 30}, "timeout_seconds": 1, "max_retries": 1})
+	start := time.Now()
+	j := c.waitStatus(id, "failed", 20*time.Second)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("two 1 s attempts took %v", took)
+	}
+	errs := j["errors"].([]any)
+	if len(errs) != 2 || errs[0].(map[string]any)["reason"] != "timeout" {
+		t.Fatalf("errors = %v, want two timeouts", errs)
+	}
+	if n := c.metric(coord.url, "jobs_total", `status="timeout"`); n < 2 {
+		t.Fatalf(`jobs_total{status="timeout"} = %v, want 2`, n)
+	}
+}
