@@ -268,7 +268,9 @@ func start() (s *server, err error) {
 		"-E", "UTF8", "--locale=C", "-D", dataDir)
 	initdb.Dir = dir
 	initdb.Env = childEnv()
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// No Pdeathsig here: it fires when the forking OS thread exits, which Go
+	// does at will; initdb is short-lived and ends on its own.
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return s, fmt.Errorf("initdb (%s): %w\n%s", bin, err, out)
 	}
