@@ -21,10 +21,13 @@ BINARIES := $(MODULE)/submitter/cmd/submitter \
 TEST_TIMEOUT ?= 14m
 # Extra flags, e.g. make test TESTFLAGS='-run TestClaim -v'
 TESTFLAGS    ?=
+# How long `make test` (and `make fuzz`) runs each fuzz target, beyond its
+# seed corpus, which plain `go test` runs too.
+FUZZTIME     ?= 5s
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
 
-.PHONY: help build up down status logs test test-short fmt vet bench clean
+.PHONY: help build up down status logs test test-short fuzz fmt vet bench clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":.*## " } \
@@ -50,8 +53,18 @@ status: ## Show each local component: running or not, pid, URL, health
 logs: ## Show the local logs (follows on a terminal); one only with NAME=worker-1
 	@bash $(CLUSTER) logs $(NAME)
 
-test: vet ## Vet, then run every test with -race (needs PostgreSQL and Redis binaries)
+test: vet ## Vet, run every test with -race (needs PostgreSQL and Redis binaries), then each fuzz target briefly
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) work
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 5s); a crasher is saved in its testdata/fuzz
+	@set -e; for f in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Z]' $$($(GO) list -m -f '{{.Dir}}')); do \
+		dir=$$(dirname "$$f"); pkg=./$${dir#$(CURDIR)/}; \
+		for name in $$(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$$f" | sed 's/^func //'); do \
+			echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
 
 test-short: ## Run the tests in -short mode, without -race (quick feedback)
 	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work
@@ -62,8 +75,13 @@ fmt: ## Format every Go file of the workspace (gofmt -s)
 vet: ## go vet every package of the workspace
 	$(GO) vet work
 
-bench: ## Run each benchmark once (smoke test; raise -benchtime for real numbers)
-	$(GO) test -run xxx -bench . -benchtime 1x $(TESTFLAGS) work
+bench: ## Load-test a fresh cluster (drain, sustained, latency, recovery); BENCHFLAGS='-quick -json FILE'
+	@if [[ -z "$${DATABASE_URL:-}" || -z "$${REDIS_URL:-}" ]]; then \
+		bash $(CLUSTER) up >&2; \
+		source $(RUN_DIR)/cluster.env; \
+		export DATABASE_URL REDIS_URL; \
+	fi; \
+	$(GO) run ./bench/cmd/bench $(BENCHFLAGS)
 
 clean: ## Stop the local cluster (make down) and delete .run: data, logs, binaries
 	@bash $(CLUSTER) clean

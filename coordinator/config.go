@@ -53,6 +53,10 @@ type Config struct {
 	DeadMirrorInterval time.Duration
 	// ShutdownTimeout bounds the graceful HTTP shutdown. Default 10s.
 	ShutdownTimeout time.Duration
+
+	// Auth: tokens on /workers, worker credentials, the listen address
+	// without auth (auth.go). Default: all off, loopback only.
+	Auth AuthConfig
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

@@ -44,6 +44,7 @@ type Coordinator struct {
 	queue   *queue.Queue
 	reg     *prometheus.Registry
 	metrics *metrics
+	auth    *authState // worker credentials, tokens on /workers (auth.go)
 
 	mu       sync.Mutex
 	leading  *leaderState // nil while standing by
@@ -70,6 +71,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error
 		store: st, queue: q, reg: newRegistry()}
 	c.metrics = newMetrics(c.reg)
 	c.reg.MustRegister(newStateCollector(st, c.registry, c.metrics.storeErrors))
+	if err := c.initAuth(); err != nil {
+		_ = q.Close()
+		st.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -83,12 +89,13 @@ func (c *Coordinator) registry() *registry.Registry {
 	return c.leading.workers
 }
 
-// Handler serves /healthz, /readyz, /metrics and /workers.
+// Handler serves /healthz, /readyz, /metrics and /workers (which needs the
+// admin scope when tokens are configured).
 func (c *Coordinator) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", c.handleHealthz)
 	r.Get("/readyz", c.handleReadyz)
-	r.Get("/workers", c.handleWorkers)
+	r.With(c.requireAdmin).Get("/workers", c.handleWorkers)
 	r.Handle("/metrics", promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{}))
 	return r
 }
@@ -149,6 +156,11 @@ func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) {
 // Run serves HTTP on ln and takes part in leader election until ctx is
 // canceled; then it stops leading, shuts HTTP down and closes its pools.
 func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
+	if err := c.checkListener(ln); err != nil {
+		_ = c.queue.Close()
+		c.store.Close()
+		return err
+	}
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	httpErr := make(chan error, 1)

@@ -55,6 +55,9 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, l *leaderState) {
 		var ext store.LeaseExtendParams
 		for _, rh := range hbs {
 			hb := rh.Heartbeat
+			if !c.workerAllowed(ctx, hb) { // credentials (auth.go); before "stopped" too
+				continue
+			}
 			if hb.Stopped {
 				// Its last results may still be on their way through the
 				// results stream: the reaper releases what it left leased
@@ -243,6 +246,7 @@ func (c *Coordinator) resultLoop(ctx context.Context, l *leaderState) {
 // applyResults records one batch of outcomes: completions in one statement,
 // failures in one transaction, releases in one statement.
 func (c *Coordinator) applyResults(ctx context.Context, l *leaderState, rs []queue.ReceivedResult) error {
+	rs = c.filterUnregistered(l, rs) // dropped ones are still acknowledged by resultLoop (auth.go)
 	c.metrics.resultBatch.Observe(float64(len(rs)))
 	var (
 		completions []store.Completion

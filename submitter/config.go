@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dtsched/dts/internal/auth"
 )
 
 // Config configures a submitter. The zero value of every field means its
@@ -37,6 +39,24 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown once Run's context is
 	// canceled; requests still running then are cut off. Default 10s.
 	ShutdownTimeout time.Duration
+
+	// Auth says which bearer tokens the API accepts: JWTs (HS256 secret,
+	// RS256 or EdDSA public key, optional issuer) and API keys from
+	// PostgreSQL. Default: none, auth is off and every caller may do
+	// anything, which is allowed on a loopback address only.
+	Auth auth.Config
+	// InsecureNoAuth allows a non-loopback address without auth (something
+	// else must guard the port). Default false: New and Run refuse.
+	InsecureNoAuth bool
+	// RateLimitRPS is the sustained request rate of each caller: each token,
+	// or each client IP when auth is off. Default 1000; negative: no limit.
+	RateLimitRPS float64
+	// RateLimitBurst is how many requests a caller may send at once above
+	// its rate. Default 2000.
+	RateLimitBurst int
+	// MaxConcurrentRequests caps API requests in progress; more are
+	// answered 503 overloaded at once. Default 512; negative: no cap.
+	MaxConcurrentRequests int
 }
 
 // Defaults.
@@ -45,6 +65,10 @@ const (
 	DefaultMaxBodyBytes      = 2 << 20
 	DefaultMaxBatchBodyBytes = 16 << 20
 	DefaultMaxPayloadBytes   = 1 << 20
+
+	DefaultRateLimitRPS          = 1000
+	DefaultRateLimitBurst        = 2000
+	DefaultMaxConcurrentRequests = 512
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -71,8 +95,22 @@ func (c Config) WithDefaults() Config {
 	def(&c.WriteTimeout, 30*time.Second)
 	def(&c.IdleTimeout, 120*time.Second)
 	def(&c.ShutdownTimeout, 10*time.Second)
+	if c.RateLimitRPS == 0 {
+		c.RateLimitRPS = DefaultRateLimitRPS
+	}
+	if c.RateLimitBurst == 0 {
+		c.RateLimitBurst = DefaultRateLimitBurst
+	}
+	if c.MaxConcurrentRequests == 0 {
+		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
 	return c
 }
+
+// Validate checks c with its defaults applied, as New does: main calls it
+// before listening, so that a bad setting (such as a public address
+// without auth) fails at once instead of being retried.
+func (c Config) Validate() error { return c.WithDefaults().validate() }
 
 // validate checks a config that WithDefaults has filled in.
 func (c Config) validate() error {
@@ -105,6 +143,15 @@ func (c Config) validate() error {
 		if d.d < 0 {
 			bad(d.name, "must not be negative, got %s", d.d)
 		}
+	}
+	if err := c.Auth.Validate(); err != nil {
+		bad("Auth", "%v", err)
+	}
+	if c.RateLimitRPS > 0 && c.RateLimitBurst < 1 {
+		bad("RateLimitBurst", "must be positive, got %d", c.RateLimitBurst)
+	}
+	if err := auth.CheckListen(c.Addr, c.Auth.Enabled(), c.InsecureNoAuth); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
@@ -26,6 +27,11 @@ const (
 // readyTimeout bounds the dependency checks of /readyz.
 const readyTimeout = 2 * time.Second
 
+// routes builds the API. Every route but the probes and /metrics needs a
+// bearer token with a scope (when auth is configured): submit to create
+// jobs, read to look, admin to change or delete what exists and to manage
+// tokens. Outermost first: the concurrency cap, authentication, the
+// caller's rate limit, the scope, the body limit.
 func (s *Server) routes(m *httpx.Metrics) http.Handler {
 	r := httpx.NewRouter(s.logger, m)
 	r.Get("/healthz", httpx.Healthz)
@@ -33,17 +39,31 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
 
 	r.Group(func(r chi.Router) {
-		r.Use(httpx.LimitBody(s.cfg.MaxBodyBytes))
-		r.Post("/submit_job", httpx.Handler(s.submitJob))
-		r.Post("/jobs", httpx.Handler(s.submitJob))
-		r.Get("/jobs", httpx.Handler(s.listJobs))
-		r.Get("/jobs/{id}", httpx.Handler(s.getJob))
-		r.Post("/jobs/{id}/cancel", httpx.Handler(s.cancelJob))
-		r.Get("/stats", httpx.Handler(s.stats))
-		r.Get("/dlq", httpx.Handler(s.listDead))
-		r.Post("/dlq/{id}/requeue", httpx.Handler(s.requeueDead))
+		r.Use(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests), httpx.Authenticate(s.authn, s.failures))
+		if s.limiter != nil {
+			r.Use(httpx.RateLimit(s.limiter))
+		}
+		body := httpx.LimitBody(s.cfg.MaxBodyBytes)
+		submit := r.With(httpx.RequireScope(auth.ScopeSubmit))
+		read := r.With(httpx.RequireScope(auth.ScopeRead))
+		admin := r.With(httpx.RequireScope(auth.ScopeAdmin))
+
+		submit.With(body).Post("/submit_job", httpx.Handler(s.submitJob))
+		submit.With(body).Post("/jobs", httpx.Handler(s.submitJob))
+		submit.With(httpx.LimitBody(s.cfg.MaxBatchBodyBytes)).Post("/submit_jobs", httpx.Handler(s.submitJobs))
+
+		read.Get("/jobs", httpx.Handler(s.listJobs))
+		read.Get("/jobs/{id}", httpx.Handler(s.getJob))
+		read.Get("/stats", httpx.Handler(s.stats))
+		read.Get("/dlq", httpx.Handler(s.listDead))
+
+		admin.With(body).Post("/jobs/{id}/cancel", httpx.Handler(s.cancelJob))
+		admin.With(body).Post("/dlq/{id}/requeue", httpx.Handler(s.requeueDead))
+		admin.With(body).Post("/admin/tokens", httpx.Handler(s.createToken))
+		admin.Get("/admin/tokens", httpx.Handler(s.listTokens))
+		admin.Delete("/admin/tokens/{id}", httpx.Handler(s.revokeToken))
+		admin.Get("/admin/audit", httpx.Handler(s.listAudit))
 	})
-	r.With(httpx.LimitBody(s.cfg.MaxBatchBodyBytes)).Post("/submit_jobs", httpx.Handler(s.submitJobs))
 	return r
 }
 
@@ -234,20 +254,27 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 
 // ---- state changes ----
 
-// cancelJob handles POST /jobs/{id}/cancel.
+// cancelJob handles POST /jobs/{id}/cancel (admin; audited).
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
+	done, err := s.audit(r, store.AuditJobCancel, store.AuditTargetJob, formatID(id))
+	if err != nil {
+		return err
+	}
 	res, err := s.store.JobCancel(r.Context(), id)
 	if err != nil {
+		done(failure(err))
 		return s.storeError("cancel", err)
 	}
 	if res.State != job.StateLeased {
+		done(map[string]any{"result": "ok", "state": string(res.State)})
 		httpx.WriteJSON(w, http.StatusOK, wire.SubmitResponse{JobID: formatID(id), Status: string(res.State)})
 		return nil
 	}
+	done(map[string]any{"result": "ok", "state": string(job.StateLeased), "cancel_requested": true, "worker_id": res.WorkerID})
 	// The request is recorded: whatever the attempt's outcome, the job ends
 	// canceled. Telling the worker only makes it stop sooner.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bestEffortTimeout)
@@ -261,15 +288,21 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// requeueDead handles POST /dlq/{id}/requeue.
+// requeueDead handles POST /dlq/{id}/requeue (admin; audited).
 func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
+	done, err := s.audit(r, store.AuditJobRequeue, store.AuditTargetJob, formatID(id))
+	if err != nil {
+		return err
+	}
 	if err := s.store.JobRequeueDead(r.Context(), id); err != nil {
+		done(failure(err))
 		return s.storeError("requeue", err)
 	}
+	done(map[string]any{"result": "ok", "state": string(job.StatePending)})
 	s.wake()
 	httpx.WriteJSON(w, http.StatusOK, wire.SubmitResponse{JobID: formatID(id), Status: string(job.StatePending)})
 	return nil

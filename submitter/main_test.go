@@ -54,6 +54,15 @@ func newEnv(t *testing.T, configure ...func(*submitter.Config)) *env {
 		t.Fatalf("submitter.New: %v", err)
 	}
 	t.Cleanup(srv.Close)
+	e := newEnvFrom(t, srv, dbURL)
+	e.prefix = prefix
+	return e
+}
+
+// newEnvFrom wraps a server the test built itself.
+func newEnvFrom(t *testing.T, srv *submitter.Server, dbURL string) *env {
+	t.Helper()
+	ctx := t.Context()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 
@@ -62,13 +71,13 @@ func newEnv(t *testing.T, configure ...func(*submitter.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	opt, err := redis.ParseURL(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &env{t: t, srv: srv, http: hs, db: db, rdb: rdb, prefix: prefix}
+	return &env{t: t, srv: srv, http: hs, db: db, rdb: rdb}
 }
 
 func testLogger(t *testing.T) *slog.Logger {

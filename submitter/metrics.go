@@ -40,7 +40,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.storeErrors, m.redisErrors)
 	// Export every series from the start, so that rate() sees the first error.
-	for _, op := range []string{"insert", "state_get", "get", "list", "dead_list", "stats", "cancel", "requeue", "ping"} {
+	for _, op := range []string{"insert", "state_get", "get", "list", "dead_list", "stats", "cancel", "requeue", "ping",
+		"audit", "audit_list", "token_create", "token_list", "token_revoke"} {
 		m.storeErrors.WithLabelValues(op)
 	}
 	for _, op := range []string{"wake", "send_control", "ping"} {

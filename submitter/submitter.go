@@ -22,6 +22,11 @@
 //   - The submitter never changes a leased job's state itself: cancel
 //     records the request in PostgreSQL and asks the job's worker to stop.
 //   - No metric label carries user input.
+//   - Every route but /healthz, /readyz and /metrics is behind
+//     httpx.Authenticate and a scope (submit, read or admin; routes()
+//     lists them); every admin action writes its audit row before it acts.
+//   - Without auth, the server listens on loopback only unless told
+//     otherwise (Config.InsecureNoAuth).
 package submitter
 
 import (
@@ -38,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
@@ -52,6 +58,11 @@ type Server struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	handler  http.Handler
+	tokens   *TokenAdmin
+
+	authn    httpx.Authenticator // nil: auth is off
+	limiter  *httpx.RateLimiter  // per caller; nil: no limit
+	failures *httpx.RateLimiter  // failed authentications per client IP
 
 	stopping  atomic.Bool // set once Run's context is canceled: /readyz fails
 	closeOnce sync.Once
@@ -86,6 +97,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		queue:    q,
 		registry: reg,
 		metrics:  newMetrics(reg),
+		tokens:   &TokenAdmin{store: st},
+	}
+	if cfg.Auth.Enabled() {
+		v, err := auth.NewVerifier(cfg.Auth, st, nil)
+		if err != nil {
+			_ = q.Close()
+			st.Close()
+			return nil, err
+		}
+		s.authn = v
+		s.failures = httpx.NewRateLimiter(failedAuthRPS, failedAuthBurst, nil)
+	}
+	if cfg.RateLimitRPS > 0 {
+		s.limiter = httpx.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, nil)
 	}
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
@@ -105,6 +130,17 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // the connections. It returns nil after a clean shutdown.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
+	addr := ln.Addr().String()
+	if err := auth.CheckListen(addr, s.cfg.Auth.Enabled(), s.cfg.InsecureNoAuth); err != nil {
+		return err
+	}
+	switch {
+	case s.cfg.Auth.Enabled():
+	case auth.IsLoopbackAddr(addr):
+		s.logger.Warn(auth.LoopbackWarning, "addr", addr)
+	default:
+		s.logger.Warn("auth is off and the API is reachable beyond loopback (--insecure-no-auth): anyone who can reach it controls every job", "addr", addr)
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -154,6 +190,14 @@ func (s *Server) Close() {
 // bestEffortTimeout bounds the Redis calls made after PostgreSQL has
 // committed (wake-up, cancel control).
 const bestEffortTimeout = time.Second
+
+// Failed authentications allowed per client IP: a burst of 20, then one a
+// second. Enough for a misconfigured client to see its error; too few to
+// guess anything.
+const (
+	failedAuthRPS   = 1
+	failedAuthBurst = 20
+)
 
 // wake asks the waker goroutine to tell the coordinator that jobs are due,
 // without waiting: a submission's answer never waits for Redis. Requests

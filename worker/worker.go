@@ -115,7 +115,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
 		canceled: map[int64]int64{},
-		results: make(chan wire.Result, cfg.Concurrency+16)}
+		results:  make(chan wire.Result, cfg.Concurrency+16)}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
@@ -166,7 +166,8 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	}
 	var srv *http.Server
 	if ln != nil {
-		srv = &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		w.log.Info("worker listening", "addr", ln.Addr().String())
 	}

@@ -1,12 +1,15 @@
 // Package httpx is the HTTP plumbing shared by the submitter's API and the
 // small health and metrics servers of the coordinator and the worker: JSON
 // reading and writing, the error type handlers return, and chi middleware
-// (panic recovery, request logging, Prometheus metrics, body size limits).
+// (panic recovery, request logging, Prometheus metrics, body size limits,
+// bearer-token authentication and scopes, per-caller rate limits and a cap
+// on requests in progress).
 //
 // Why it is shaped this way: handlers return an error instead of writing
 // one, and a single function, Classify, turns every error into a status and
-// a stable code (wire.Code*). So no handler can answer a 4xx or 5xx in any
-// shape other than {"error": {"code": ..., "message": ...}}, and an error is
+// a stable code (wire.Code*, and the Code* of this package for auth and
+// overload). So no handler can answer a 4xx or 5xx in any shape other than
+// {"error": {"code": ..., "message": ...}}, and an error is
 // either shown to the client (an *Error or a sentinel of package job) or
 // logged with the request line, never both and never lost.
 //
@@ -15,7 +18,8 @@
 //     to the request log line only (see Logger).
 //   - Metrics are labelled by chi's route pattern, never by the raw path,
 //     so label cardinality is bounded by the number of routes.
-//   - Nothing here reads a body into the log.
+//   - Nothing here reads a body into the log, nor a header: the
+//     Authorization header is read by Authenticate only and never logged.
 package httpx
 
 import (

@@ -122,8 +122,9 @@ func Recover(next http.Handler) http.Handler {
 
 // requestState carries what a handler learned back to Logger.
 type requestState struct {
-	code string // the error code answered, if any
-	err  error  // the error behind a 5xx, for the log only
+	code  string // the error code answered, if any
+	err   error  // the error behind a 5xx, for the log only
+	actor string // who the request came from (auth.Principal.Actor), once authenticated
 }
 
 type stateKey struct{}
@@ -134,9 +135,10 @@ func stateFrom(ctx context.Context) *requestState {
 }
 
 // Logger logs one line per request once it is answered: method, route
-// pattern, path, status, duration, response size, and the error code of a
-// 4xx or 5xx, plus the internal error behind a 5xx. Bodies, query strings
-// and headers are never logged. Levels: 5xx error, 4xx info, others debug
+// pattern, path, status, duration, response size, the actor (a token's id
+// and name, never the token) once Authenticate has named it, and the error
+// code of a 4xx or 5xx, plus the internal error behind a 5xx. Bodies, query
+// strings and headers (so Authorization) are never logged. Levels: 5xx error, 4xx info, others debug
 // (so a busy API is quiet at the default info level).
 func Logger(logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
@@ -165,6 +167,9 @@ func Logger(logger *slog.Logger) func(http.Handler) http.Handler {
 				slog.Int("status", status),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 				slog.Int("bytes", ww.BytesWritten()),
+			}
+			if st.actor != "" {
+				attrs = append(attrs, slog.String("actor", truncate(st.actor, 200)))
 			}
 			if st.code != "" {
 				attrs = append(attrs, slog.String("code", st.code))

@@ -74,12 +74,23 @@ type Config struct {
 	// IODir is the directory io_intensive writes its temporary files in.
 	// Default os.TempDir().
 	IODir string
-	// HTTPClient sends network_task's and webhook's requests.
-	// Default: a client with a 30s timeout and the default transport.
+	// HTTPClient sends network_task's requests (to NetworkURL, which the
+	// operator chooses, so it is not guarded). Default: a client with a 30s
+	// timeout and the default transport.
 	HTTPClient *http.Client
 	// WebhookMaxBody is how many bytes of a webhook's response body are kept
 	// in the job's result; more are not read. Default 4096.
 	WebhookMaxBody int64
+	// WebhookAllow names the non-public destinations webhook may connect
+	// to: CIDRs ("10.1.0.0/16"), addresses ("127.0.0.1") or host names
+	// ("hooks.internal": any address it resolves to). Default none: webhook
+	// refuses loopback, private (RFC 1918, fc00::/7), link-local (cloud
+	// metadata), unspecified, multicast and other reserved addresses,
+	// checked on the address dialed and on every redirect (guard.go).
+	WebhookAllow []string
+	// WebhookTimeout bounds one webhook request, redirects and the response
+	// body included. Default 30s.
+	WebhookTimeout time.Duration
 }
 
 // Defaults of the Config fields.
@@ -91,6 +102,7 @@ const (
 	DefaultCPUWork         = time.Second
 	DefaultHTTPTimeout     = 30 * time.Second
 	DefaultWebhookMaxBody  = 4096
+	DefaultWebhookTimeout  = 30 * time.Second
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -123,6 +135,9 @@ func (c Config) WithDefaults() Config {
 	if c.WebhookMaxBody <= 0 {
 		c.WebhookMaxBody = DefaultWebhookMaxBody
 	}
+	if c.WebhookTimeout <= 0 {
+		c.WebhookTimeout = DefaultWebhookTimeout
+	}
 	return c
 }
 
@@ -138,6 +153,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("builtin: IODir: %w", err)
 	} else if !st.IsDir() {
 		return fmt.Errorf("builtin: IODir: %s is not a directory", c.IODir)
+	}
+	if _, err := newAddrGuard(c.WebhookAllow); err != nil {
+		return fmt.Errorf("builtin: WebhookAllow: %w", err)
 	}
 	return nil
 }
@@ -169,11 +187,19 @@ type handlers struct {
 	cfg        Config
 	networkURL *url.URL // nil when cfg.NetworkURL is invalid
 	networkErr error    // why it is invalid
+	webhookC   *http.Client
+	guardErr   error // why cfg.WebhookAllow is invalid; webhook then refuses every job
 }
 
 func newHandlers(cfg Config) *handlers {
 	h := &handlers{cfg: cfg.WithDefaults()}
 	h.networkURL, h.networkErr = parseHTTPURL(h.cfg.NetworkURL)
+	g, err := newAddrGuard(h.cfg.WebhookAllow)
+	if err != nil {
+		h.guardErr = err
+		g = &addrGuard{hosts: map[string]bool{}} // allows nothing non-public
+	}
+	h.webhookC = newWebhookClient(g, h.cfg.WebhookTimeout)
 	return h
 }
 

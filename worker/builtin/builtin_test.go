@@ -60,15 +60,18 @@ func register(t *testing.T, cfg Config) *fakeRegistrar {
 	return r
 }
 
-// testConfig is a Config whose slow parts take milliseconds.
+// testConfig is a Config whose slow parts take milliseconds, and whose
+// webhook may reach the tests' receivers on 127.0.0.1 (guard_test.go checks
+// that it may not without WebhookAllow).
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	return Config{
-		CPUWork:     2 * time.Millisecond,
-		FallbackMin: time.Millisecond,
-		FallbackMax: 3 * time.Millisecond,
-		IODir:       t.TempDir(),
-		Fallback:    true,
+		CPUWork:      2 * time.Millisecond,
+		FallbackMin:  time.Millisecond,
+		FallbackMax:  3 * time.Millisecond,
+		IODir:        t.TempDir(),
+		Fallback:     true,
+		WebhookAllow: []string{"127.0.0.1"},
 	}
 }
 

@@ -89,18 +89,26 @@ var reservedHeaders = []string{"Idempotency-Key", "X-Job-ID", "X-Job-Attempt", "
 // webhook sends one HTTP request described by the payload, with the job's id
 // as Idempotency-Key so that a receiver can drop a retried delivery.
 // A non-2xx answer fails the attempt; a 4xx other than 408 and 429 fails the
-// job permanently, as does a payload webhook cannot use.
+// job permanently, as does a payload webhook cannot use, a destination
+// (or redirect) the address guard refuses, or a redirect chain longer than 5.
+// The request, redirects and body together take at most WebhookTimeout.
 // Result: {"status": code, "body": first WebhookMaxBody bytes, "truncated": bool}.
 func (h *handlers) webhook(ctx context.Context, job *worker.Job) (any, error) {
 	if invalid(job) {
 		return nil, ErrInvalidJob
 	}
+	if h.guardErr != nil {
+		return nil, worker.Permanent(fmt.Errorf("webhook: bad WebhookAllow: %w", h.guardErr))
+	}
 	req, err := newWebhookRequest(ctx, job)
 	if err != nil {
 		return nil, worker.Permanent(fmt.Errorf("webhook: %w", err))
 	}
-	resp, err := h.cfg.HTTPClient.Do(req)
+	resp, err := h.webhookC.Do(req)
 	if err != nil {
+		if isGuardError(err) {
+			return nil, worker.Permanent(fmt.Errorf("webhook: %w", err))
+		}
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	defer resp.Body.Close()

@@ -1,8 +1,24 @@
 // Command coordinator runs a dts coordinator: leader or standby.
-// Flags and environment variables are listed in docs/operations.md.
+// Flags and environment variables are listed in docs/operations.md; the
+// security ones in docs/security.md:
+//
+//	(environment only)           AUTH_JWT_SECRET             "" (HS256 key of tokens for /workers)
+//	-auth-jwt-secret-file        AUTH_JWT_SECRET_FILE        ""
+//	-auth-jwt-public-key-file    AUTH_JWT_PUBLIC_KEY_FILE    ""
+//	-auth-jwt-issuer             AUTH_JWT_ISSUER             ""
+//	-auth-api-keys               AUTH_API_KEYS               false
+//	-require-worker-credentials  REQUIRE_WORKER_CREDENTIALS  true when any AUTH_* is set, else false
+//	-insecure-no-auth            INSECURE_NO_AUTH            false
+//
+// Worker credentials, straight in PostgreSQL (DATABASE_URL or -database-url):
+//
+//	coordinator worker-credential create -worker-id ID   prints the secret (WORKER_CREDENTIAL), once
+//	coordinator worker-credential list
+//	coordinator worker-credential revoke -worker-id ID
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -15,6 +31,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/coordinator"
+	"github.com/dtsched/dts/internal/auth"
 )
 
 func main() {
@@ -72,6 +89,11 @@ func newLogger() *slog.Logger {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "worker-credential" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return credentialCommand(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	}
 	var cfg coordinator.Config
 	addr := flag.String("addr", env("COORDINATOR_ADDR", "127.0.0.1:9000"), "HTTP listen address (healthz, readyz, metrics, workers) [COORDINATOR_ADDR]")
 	flag.StringVar(&cfg.ID, "id", env("COORDINATOR_ID", ""), "coordinator id; default hostname-pid [COORDINATOR_ID]")
@@ -89,7 +111,24 @@ func run() error {
 	flag.DurationVar(&cfg.ElectionInterval, "election-interval", envDuration("ELECTION_INTERVAL", time.Second), "leader lock poll and check interval [ELECTION_INTERVAL]")
 	flag.DurationVar(&cfg.RetentionCompleted, "retention-completed", envDuration("RETENTION_COMPLETED", 24*time.Hour), "keep completed and canceled jobs this long [RETENTION_COMPLETED]")
 	flag.DurationVar(&cfg.RetentionFailed, "retention-failed", envDuration("RETENTION_FAILED", 7*24*time.Hour), "keep failed (dead) jobs this long [RETENTION_FAILED]")
+	secretFile := flag.String("auth-jwt-secret-file", env("AUTH_JWT_SECRET_FILE", ""), "file holding the HS256 secret of JWTs; or the secret itself in AUTH_JWT_SECRET [AUTH_JWT_SECRET_FILE]")
+	keyFile := flag.String("auth-jwt-public-key-file", env("AUTH_JWT_PUBLIC_KEY_FILE", ""), "PEM public key of JWTs: RSA (RS256) or Ed25519 (EdDSA) [AUTH_JWT_PUBLIC_KEY_FILE]")
+	flag.StringVar(&cfg.Auth.Tokens.JWTIssuer, "auth-jwt-issuer", env("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs [AUTH_JWT_ISSUER]")
+	flag.BoolVar(&cfg.Auth.Tokens.APIKeys, "auth-api-keys", envBool("AUTH_API_KEYS", false), "accept API keys made by 'submitter token create' [AUTH_API_KEYS]")
+	requireCreds := flag.String("require-worker-credentials", env("REQUIRE_WORKER_CREDENTIALS", ""), "refuse heartbeats without a valid worker credential (true/false); default true when any AUTH_* is set [REQUIRE_WORKER_CREDENTIALS]")
+	flag.BoolVar(&cfg.Auth.InsecureNoAuth, "insecure-no-auth", envBool("INSECURE_NO_AUTH", false), "allow a non-loopback -addr without tokens [INSECURE_NO_AUTH]")
 	flag.Parse()
+	if err := authConfig(&cfg.Auth, *secretFile, *keyFile, *requireCreds); err != nil {
+		return err
+	}
+	// Refuse a public address without auth before listening, and without
+	// the retries below (they are for PostgreSQL and Redis starting up).
+	if err := cfg.Auth.Tokens.Validate(); err != nil {
+		return err
+	}
+	if err := auth.CheckListen(*addr, cfg.Auth.Tokens.Enabled(), cfg.Auth.InsecureNoAuth); err != nil {
+		return err
+	}
 
 	log := newLogger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -114,4 +153,45 @@ func run() error {
 		time.Sleep(time.Second)
 	}
 	return c.Run(ctx, ln)
+}
+
+func envBool(name string, def bool) bool {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+		fmt.Fprintf(os.Stderr, "coordinator: ignoring %s=%q: not true or false\n", name, v)
+	}
+	return def
+}
+
+// authConfig fills in what flags cannot hold directly: the JWT secret (from
+// the environment or a file, never a flag, so that it does not show in ps),
+// the public key file, and the tri-state REQUIRE_WORKER_CREDENTIALS.
+func authConfig(a *coordinator.AuthConfig, secretFile, keyFile, requireCreds string) error {
+	if v := os.Getenv("AUTH_JWT_SECRET"); v != "" {
+		a.Tokens.JWTSecret = []byte(v)
+	}
+	if secretFile != "" {
+		b, err := os.ReadFile(secretFile)
+		if err != nil {
+			return fmt.Errorf("JWT secret: %w", err)
+		}
+		a.Tokens.JWTSecret = bytes.TrimSpace(b)
+	}
+	if keyFile != "" {
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return fmt.Errorf("JWT public key: %w", err)
+		}
+		a.Tokens.JWTPublicKeyPEM = b
+	}
+	if requireCreds != "" {
+		b, err := strconv.ParseBool(requireCreds)
+		if err != nil {
+			return fmt.Errorf("-require-worker-credentials %q: want true or false", requireCreds)
+		}
+		a.RequireWorkerCredentials = &b
+	}
+	return nil
 }

@@ -37,8 +37,8 @@ type Worker struct {
 	// Reported is how many jobs it said it runs in its last heartbeat.
 	// After it was unavailable and comes back, old attempts may still run
 	// that the registry no longer counts; slots respect the larger number.
-	Reported    int
-	LastSeen    time.Time
+	Reported int
+	LastSeen time.Time
 	// lastAssigned orders workers for LRU: a counter, so that two
 	// assignments in the same instant still have an order.
 	lastAssigned   uint64

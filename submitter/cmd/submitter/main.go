@@ -1,18 +1,38 @@
 // Command submitter serves the scheduler's HTTP API (see package submitter
-// and docs/api.md). Flags override environment variables, which override
-// the defaults:
+// and docs/api.md), and manages its API keys. Flags override environment
+// variables, which override the defaults:
 //
-//	-addr              SUBMITTER_ADDR     127.0.0.1:8000
-//	-database-url      DATABASE_URL       postgres://postgres@127.0.0.1:5432/dts?sslmode=disable
-//	-redis-url         REDIS_URL          redis://127.0.0.1:6379/0
-//	-redis-prefix      REDIS_PREFIX       ""
-//	-max-payload-bytes MAX_PAYLOAD_BYTES  1048576
+//	-addr                     SUBMITTER_ADDR            127.0.0.1:8000
+//	-database-url             DATABASE_URL              postgres://postgres@127.0.0.1:5432/dts?sslmode=disable
+//	-redis-url                REDIS_URL                 redis://127.0.0.1:6379/0
+//	-redis-prefix             REDIS_PREFIX              ""
+//	-max-payload-bytes        MAX_PAYLOAD_BYTES         1048576
+//	(environment only)        AUTH_JWT_SECRET           "" (HS256 key, 32 bytes or more)
+//	-auth-jwt-secret-file     AUTH_JWT_SECRET_FILE      "" (the same, read from a file)
+//	-auth-jwt-public-key-file AUTH_JWT_PUBLIC_KEY_FILE  "" (PEM: RSA for RS256, Ed25519 for EdDSA)
+//	-auth-jwt-issuer          AUTH_JWT_ISSUER           "" (not checked)
+//	-auth-api-keys            AUTH_API_KEYS             false (accept keys made by "submitter token create")
+//	-insecure-no-auth         INSECURE_NO_AUTH          false
+//	-rate-limit-rps           RATE_LIMIT_RPS            1000 (per token, or per client IP without auth)
+//	-rate-limit-burst         RATE_LIMIT_BURST          2000
+//	-max-concurrent-requests  MAX_CONCURRENT_REQUESTS   512
+//
+// Without any AUTH_* setting auth is off, and the submitter refuses to
+// listen on anything but loopback unless -insecure-no-auth is given. The
+// JWT secret is not a flag, so that it never shows in ps.
+//
+// Token management, straight in PostgreSQL (DATABASE_URL or -database-url):
+//
+//	submitter token create -name NAME -scope submit[,read,admin] [-ttl 720h]   prints the key, once
+//	submitter token list
+//	submitter token revoke ID
 //
 // LOG_LEVEL (debug, info, warn, error; default info) sets the log level.
 // Logs are JSON when stderr is not a terminal, text otherwise.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -47,12 +67,18 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "token" {
+		return tokenCommand(ctx, args[1:], os.Stdout, os.Stderr)
+	}
 	logger, err := newLogger(os.Getenv("LOG_LEVEL"))
 	if err != nil {
 		return err
 	}
 	cfg, err := parseConfig(args)
 	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 
@@ -99,19 +125,30 @@ func parseConfig(args []string) (submitter.Config, error) {
 	fs := flag.NewFlagSet("submitter", flag.ContinueOnError)
 	var cfg submitter.Config
 	fs.StringVar(&cfg.Addr, "addr", env("SUBMITTER_ADDR", submitter.DefaultAddr), "listen address (SUBMITTER_ADDR)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"),
-		"PostgreSQL URL (DATABASE_URL)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", env("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL (REDIS_URL)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", env("REDIS_PREFIX", ""), "prefix of every Redis key (REDIS_PREFIX)")
-	maxPayload := submitter.DefaultMaxPayloadBytes
-	if v := os.Getenv("MAX_PAYLOAD_BYTES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return cfg, fmt.Errorf("MAX_PAYLOAD_BYTES=%q: not an integer", v)
-		}
-		maxPayload = n
-	}
+	var errs []error
+	maxPayload := envInt("MAX_PAYLOAD_BYTES", submitter.DefaultMaxPayloadBytes, &errs)
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", maxPayload, "largest job payload in bytes (MAX_PAYLOAD_BYTES)")
+	secretFile := fs.String("auth-jwt-secret-file", env("AUTH_JWT_SECRET_FILE", ""),
+		"file holding the HS256 secret of JWTs (AUTH_JWT_SECRET_FILE; or the secret itself in AUTH_JWT_SECRET)")
+	keyFile := fs.String("auth-jwt-public-key-file", env("AUTH_JWT_PUBLIC_KEY_FILE", ""),
+		"PEM public key of JWTs: RSA for RS256, Ed25519 for EdDSA (AUTH_JWT_PUBLIC_KEY_FILE)")
+	fs.StringVar(&cfg.Auth.JWTIssuer, "auth-jwt-issuer", env("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs (AUTH_JWT_ISSUER)")
+	fs.BoolVar(&cfg.Auth.APIKeys, "auth-api-keys", envBool("AUTH_API_KEYS", false, &errs),
+		"accept API keys made by 'submitter token create' (AUTH_API_KEYS)")
+	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", envBool("INSECURE_NO_AUTH", false, &errs),
+		"allow a non-loopback address without auth (INSECURE_NO_AUTH)")
+	fs.Float64Var(&cfg.RateLimitRPS, "rate-limit-rps", envFloat("RATE_LIMIT_RPS", submitter.DefaultRateLimitRPS, &errs),
+		"requests a second per token, or per client IP without auth; negative: no limit (RATE_LIMIT_RPS)")
+	fs.IntVar(&cfg.RateLimitBurst, "rate-limit-burst", envInt("RATE_LIMIT_BURST", submitter.DefaultRateLimitBurst, &errs),
+		"requests a caller may send at once above its rate (RATE_LIMIT_BURST)")
+	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", envInt("MAX_CONCURRENT_REQUESTS", submitter.DefaultMaxConcurrentRequests, &errs),
+		"API requests in progress before 503 overloaded; negative: no cap (MAX_CONCURRENT_REQUESTS)")
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -122,7 +159,62 @@ func parseConfig(args []string) (submitter.Config, error) {
 	if limit := int64(cfg.MaxPayloadBytes) + 64<<10; limit > submitter.DefaultMaxBodyBytes {
 		cfg.MaxBodyBytes = limit
 	}
+	if v := os.Getenv("AUTH_JWT_SECRET"); v != "" {
+		cfg.Auth.JWTSecret = []byte(v)
+	}
+	if *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return cfg, fmt.Errorf("JWT secret: %w", err)
+		}
+		cfg.Auth.JWTSecret = bytes.TrimSpace(b)
+	}
+	if *keyFile != "" {
+		b, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return cfg, fmt.Errorf("JWT public key: %w", err)
+		}
+		cfg.Auth.JWTPublicKeyPEM = b
+	}
 	return cfg, nil
+}
+
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"
+
+func envInt(name string, def int, errs *[]error) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q: not an integer", name, v))
+	}
+	return n
+}
+
+func envFloat(name string, def float64, errs *[]error) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q: not a number", name, v))
+	}
+	return f
+}
+
+func envBool(name string, def bool, errs *[]error) bool {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q: want true or false", name, v))
+	}
+	return b
 }
 
 func env(name, def string) string {

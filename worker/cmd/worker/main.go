@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,7 +91,14 @@ func run() error {
 	flag.DurationVar(&bcfg.FallbackMax, "fallback-max", envDuration("FALLBACK_MAX", 50*time.Second), "longest simulated work of the fallback [FALLBACK_MAX]")
 	flag.StringVar(&bcfg.NetworkURL, "network-url", env("NETWORK_TASK_URL", builtin.DefaultNetworkURL), "URL network_task jobs GET [NETWORK_TASK_URL]")
 	flag.DurationVar(&bcfg.CPUWork, "cpu-work", envDuration("CPU_WORK", time.Second), "CPU time of one cpu_intensive job [CPU_WORK]")
+	webhookAllow := flag.String("webhook-allow", env("WEBHOOK_ALLOW", ""), "comma-separated CIDRs, addresses or host names that webhook jobs may reach although not public; default none [WEBHOOK_ALLOW]")
+	flag.DurationVar(&bcfg.WebhookTimeout, "webhook-timeout", envDuration("WEBHOOK_TIMEOUT", builtin.DefaultWebhookTimeout), "time limit of one webhook request, redirects and body included [WEBHOOK_TIMEOUT]")
 	flag.Parse()
+	for _, a := range strings.Split(*webhookAllow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			bcfg.WebhookAllow = append(bcfg.WebhookAllow, a)
+		}
+	}
 
 	if err := bcfg.Validate(); err != nil {
 		return err
