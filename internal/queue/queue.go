@@ -217,11 +217,11 @@ func (q *Queue) LastHeartbeatID(ctx context.Context) (string, error) {
 	return msgs[0].ID, nil
 }
 
-// ReadHeartbeats blocks up to block for heartbeats after id. Undecodable
-// entries are counted in bad and skipped.
+// ReadHeartbeats blocks up to block (0 does not block) for heartbeats after
+// id. Undecodable entries are counted in bad and skipped.
 func (q *Queue) ReadHeartbeats(ctx context.Context, after string, max int, block time.Duration) (hbs []ReceivedHeartbeat, last string, bad int, err error) {
 	last = after
-	streams, err := q.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{q.keys.Heartbeats(), after}, Count: int64(max), Block: block}).Result()
+	streams, err := q.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{q.keys.Heartbeats(), after}, Count: int64(max), Block: noBlockIfZero(block)}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, last, 0, nil
 	}
@@ -285,16 +285,16 @@ type ReceivedResult struct {
 const ResultsConsumer = "leader"
 
 // ReadResults returns up to max results: first any delivered earlier but not
-// acknowledged (pending), then new ones, blocking up to block. Undecodable
-// entries are returned in bad (ids to acknowledge and drop). It recreates the
-// consumer group if Redis lost it.
+// acknowledged (pending), then new ones, blocking up to block (0 does not
+// block). Undecodable entries are returned in bad (ids to acknowledge and
+// drop). It recreates the consumer group if Redis lost it.
 func (q *Queue) ReadResults(ctx context.Context, pending bool, max int, block time.Duration) (rs []ReceivedResult, bad []string, err error) {
 	start := ">"
 	if pending {
 		start = "0"
 	}
 	args := &redis.XReadGroupArgs{Group: ResultsGroup, Consumer: ResultsConsumer,
-		Streams: []string{q.keys.Results(), start}, Count: int64(max), Block: block}
+		Streams: []string{q.keys.Results(), start}, Count: int64(max), Block: noBlockIfZero(block)}
 	if pending {
 		args.Block = -1 // no BLOCK argument: history reads never block
 	}
@@ -443,6 +443,16 @@ func (q *Queue) ReplaceDead(ctx context.Context, es []wire.DeadEntry) error {
 }
 
 // ---- helpers ----
+
+// noBlockIfZero maps a wait under a millisecond to go-redis's "no BLOCK
+// argument" (-1): go-redis sends BLOCK in whole milliseconds, and BLOCK 0
+// is Redis's "wait forever".
+func noBlockIfZero(block time.Duration) time.Duration {
+	if block < time.Millisecond {
+		return -1
+	}
+	return block
+}
 
 func field(values map[string]any, name string) []byte {
 	switch v := values[name].(type) {

@@ -117,6 +117,9 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 			unkeyed = unkeyed[1:]
 		case byKey[p.IdempotencyKey] != 0:
 			out[i] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
+			// A repeat of the key later in the batch was not created: it
+			// is looked up below like any earlier job's key.
+			delete(byKey, p.IdempotencyKey)
 		default:
 			missing = append(missing, p.IdempotencyKey)
 		}
@@ -166,7 +169,7 @@ type JobListParams struct {
 	State  job.State
 	Name   string
 	Before int64 // cursor: only ids below this
-	Limit  int
+	Limit  int   // 0 or less: no limit
 }
 
 // JobList returns jobs newest first, and the cursor for the next page (0 at the end).
@@ -174,9 +177,14 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 	if p.Before <= 0 {
 		p.Before = 1<<63 - 1
 	}
+	var limit *int // NULL: no limit
+	if p.Limit > 0 {
+		n := p.Limit + 1
+		limit = &n
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
 		WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3)
-		ORDER BY id DESC LIMIT $4`, p.Before, string(p.State), p.Name, p.Limit+1)
+		ORDER BY id DESC LIMIT $4`, p.Before, string(p.State), p.Name, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}
@@ -193,7 +201,7 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}
 	var next int64
-	if len(out) > p.Limit {
+	if p.Limit > 0 && len(out) > p.Limit {
 		out = out[:p.Limit]
 		next = out[len(out)-1].ID
 	}

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -116,7 +119,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) ([]Finishe
 	for i, c := range cs {
 		ids[i], tokens[i] = c.ID, c.LeaseToken
 		if len(c.Result) > 0 {
-			r := string(c.Result)
+			r := string(storableJSON(c.Result))
 			results[i] = &r
 		}
 	}
@@ -181,6 +184,62 @@ type FailOutcome struct {
 
 // maxErrorLen bounds each stored error message.
 const maxErrorLen = 2048
+
+// storableText makes a worker-supplied string acceptable to a PostgreSQL
+// text column: NULs dropped, invalid UTF-8 replaced, cut to at most max
+// bytes on a character boundary. One unstorable string would otherwise fail
+// its whole batch, and the coordinator would retry that batch forever.
+func storableText(s string, max int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// storableJSON makes a worker-supplied JSON value acceptable to jsonb,
+// which refuses what encoding/json lets through: the escape \u0000, lone
+// surrogate escapes and raw invalid UTF-8. Such a value is decoded and
+// re-encoded (invalid text becomes U+FFFD, NULs are dropped); any other
+// value is returned as is. Invalid JSON is returned as is.
+func storableJSON(b []byte) []byte {
+	if utf8.Valid(b) && !bytes.Contains(b, []byte(`\u`)) {
+		return b
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return b
+	}
+	out, err := json.Marshal(dropNULs(v))
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+func dropNULs(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.ReplaceAll(x, "\x00", "")
+	case []any:
+		for i := range x {
+			x[i] = dropNULs(x[i])
+		}
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[strings.ReplaceAll(k, "\x00", "")] = dropNULs(e)
+		}
+		return m
+	}
+	return v
+}
 
 // JobFailMany records failed attempts in one transaction: each job still
 // leased under its token becomes retrying (next_run_at from the policy, on
@@ -253,12 +312,12 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 		case !f.Immediate:
 			delay = policy(c.attempts)
 		}
-		msg := f.Error
-		if len(msg) > maxErrorLen {
-			msg = msg[:maxErrorLen]
+		msg, reason := storableText(f.Error, maxErrorLen), storableText(f.Reason, maxErrorLen)
+		if why == f.Reason {
+			why = reason
 		}
 		uIDs, uTokens, uDelays = append(uIDs, f.ID), append(uTokens, f.LeaseToken), append(uDelays, millis(delay))
-		uStates, uErrs, uReasons, uDeadWhys = append(uStates, string(state)), append(uErrs, msg), append(uReasons, f.Reason), append(uDeadWhys, why)
+		uStates, uErrs, uReasons, uDeadWhys = append(uStates, string(state)), append(uErrs, msg), append(uReasons, reason), append(uDeadWhys, why)
 	}
 	if len(uIDs) == 0 {
 		return nil, nil
@@ -462,7 +521,8 @@ func (s *Store) JobLeasesList(ctx context.Context) ([]Lease, error) {
 // due (0 if one is due now), or false if there is none.
 func (s *Store) JobNextDue(ctx context.Context) (time.Duration, bool, error) {
 	var ms *float64
-	err := s.pool.QueryRow(ctx, `SELECT greatest(extract(epoch FROM min(next_run_at) - now()) * 1000, 0)::float8
+	// NULL when there is no such job (greatest would turn it into 0).
+	err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM min(next_run_at) - now()) * 1000)::float8
 		FROM jobs WHERE status IN ('pending', 'retrying')`).Scan(&ms)
 	if err != nil {
 		return 0, false, fmt.Errorf("next due job: %w", interpretError(err))
@@ -470,13 +530,17 @@ func (s *Store) JobNextDue(ctx context.Context) (time.Duration, bool, error) {
 	if ms == nil {
 		return 0, false, nil
 	}
-	return time.Duration(*ms * float64(time.Millisecond)), true, nil
+	return time.Duration(max(*ms, 0) * float64(time.Millisecond)), true, nil
 }
 
 // JobCleanup deletes, in batches of up to batch rows, completed and canceled
 // jobs finished more than doneAge ago and failed ones finished more than
-// failedAge ago. It returns how many rows it deleted.
+// failedAge ago. It returns how many rows it deleted. A batch of 0 or less
+// means 1000 (LIMIT 0 would delete nothing and loop forever).
 func (s *Store) JobCleanup(ctx context.Context, doneAge, failedAge time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM jobs WHERE id IN (

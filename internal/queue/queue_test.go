@@ -1,0 +1,742 @@
+package queue_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// env is a queue under a key prefix of its own, and a plain client for
+// writing what the queue never would (undecodable entries) and for looking
+// at keys directly.
+type env struct {
+	q    *queue.Queue
+	rdb  *redis.Client
+	keys queue.Keys
+}
+
+// newEnv opens a queue on the shared server under a fresh prefix.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	prefix := redistest.Prefix(t)
+	return openEnv(t, redistest.URL(), prefix)
+}
+
+func openEnv(t *testing.T, url, prefix string) *env {
+	t.Helper()
+	q, err := queue.Open(t.Context(), url, prefix)
+	if err != nil {
+		t.Fatalf("open queue: %v", err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &env{q: q, rdb: rdb, keys: q.Keys()}
+}
+
+var created = time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)
+
+func delivery(id int64) wire.Delivery {
+	return wire.Delivery{JobID: id, Name: "job", Queue: "default", Payload: json.RawMessage(fmt.Sprintf(`{"id":%d}`, id)),
+		Attempt: 1, MaxRetries: 3, TimeoutSeconds: 5, LeaseToken: 1000 + id, CreatedAt: created}
+}
+
+// same compares values by their JSON encoding (times and raw messages
+// compare by what they say, not by pointer or spacing).
+func same(t *testing.T, got, want any) bool {
+	t.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(g, w)
+}
+
+func (e *env) receive(t *testing.T, worker string, max int) queue.Inbox {
+	t.Helper()
+	in, err := e.q.Receive(t.Context(), worker, max, 0)
+	if err != nil {
+		t.Fatalf("receive for %s: %v", worker, err)
+	}
+	return in
+}
+
+func TestDeliverReceive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	w1 := []wire.Delivery{delivery(1), delivery(2), delivery(3)}
+	w2 := []wire.Delivery{delivery(4)}
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w1": w1, "w2": w2}); err != nil {
+		t.Fatalf("deliver: %v", err)
+	}
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w1": {delivery(5)}}); err != nil {
+		t.Fatalf("deliver: %v", err)
+	}
+	// FIFO per worker, across Deliver calls, max at a time.
+	in := e.receive(t, "w1", 2)
+	if !same(t, in.Deliveries, w1[:2]) || len(in.Controls) != 0 || in.Bad != 0 {
+		t.Errorf("first receive for w1 = %+v, want jobs 1 and 2", in)
+	}
+	in = e.receive(t, "w1", 10)
+	if !same(t, in.Deliveries, []wire.Delivery{delivery(3), delivery(5)}) {
+		t.Errorf("second receive for w1 = %+v, want jobs 3 and 5", in)
+	}
+	if in := e.receive(t, "w2", 10); !same(t, in.Deliveries, w2) {
+		t.Errorf("receive for w2 = %+v, want job 4", in)
+	}
+	if in := e.receive(t, "w1", 10); len(in.Deliveries)+len(in.Controls)+in.Bad != 0 {
+		t.Errorf("receive on empty lists = %+v", in)
+	}
+	if err := e.q.Deliver(ctx, nil); err != nil {
+		t.Errorf("deliver nothing: %v", err)
+	}
+}
+
+func TestReceiveControlFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": {delivery(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	c1 := wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1001, Reason: "canceled"}
+	c2 := wire.Control{Op: wire.OpCancel, JobID: 2, LeaseToken: 1002}
+	for _, c := range []wire.Control{c1, c2} {
+		if err := e.q.SendControl(ctx, "w", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.receive(t, "w", 10)
+	if len(in.Deliveries) != 0 || !same(t, in.Controls, []wire.Control{c1, c2}) {
+		t.Errorf("first receive = %+v, want both controls in order and no job", in)
+	}
+	in = e.receive(t, "w", 10)
+	if len(in.Controls) != 0 || !same(t, in.Deliveries, []wire.Delivery{delivery(1)}) {
+		t.Errorf("second receive = %+v, want the job", in)
+	}
+}
+
+func TestReceiveBad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	good, _ := json.Marshal(delivery(7))
+	// LPUSH: the first value is popped first.
+	for _, v := range []string{"not json", string(good), `{"job_id":0,"lease_token":1,"name":"x"}`, `{"job_id":1,"lease_token":1}`, `[]`} {
+		if err := e.rdb.LPush(ctx, e.keys.WorkerJobs("w"), v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.receive(t, "w", 10)
+	if in.Bad != 4 || !same(t, in.Deliveries, []wire.Delivery{delivery(7)}) {
+		t.Errorf("receive = %+v, want one job and 4 bad", in)
+	}
+	if err := e.rdb.LPush(ctx, e.keys.WorkerControl("w"), "{", `{"op":"cancel","job_id":3,"lease_token":4}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	in = e.receive(t, "w", 10)
+	if in.Bad != 1 || len(in.Controls) != 1 || in.Controls[0].JobID != 3 {
+		t.Errorf("receive = %+v, want one control and 1 bad", in)
+	}
+}
+
+func TestReceiveBlocks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	got := make(chan queue.Inbox, 1)
+	errc := make(chan error, 1)
+	go func() {
+		in, err := e.q.Receive(ctx, "w", 10, 5*time.Second)
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- in
+	}()
+	// Delivered before or during the wait: the waiting Receive gets it either way.
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": {delivery(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case in := <-got:
+		if !same(t, in.Deliveries, []wire.Delivery{delivery(1)}) {
+			t.Errorf("blocking receive = %+v", in)
+		}
+	case err := <-errc:
+		t.Fatalf("blocking receive: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocking receive did not return")
+	}
+}
+
+func TestDropWorkerQueues(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"gone": {delivery(1)}, "kept": {delivery(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendControl(ctx, "gone", wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.DropWorkerQueues(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rdb.Exists(ctx, e.keys.WorkerJobs("gone"), e.keys.WorkerControl("gone")).Val(); n != 0 {
+		t.Errorf("%d of the dropped worker's lists remain", n)
+	}
+	if in := e.receive(t, "kept", 10); len(in.Deliveries) != 1 {
+		t.Errorf("other worker's list: %+v", in)
+	}
+}
+
+// TestKeysUsePrefix: every key the queue writes is under its prefix.
+func TestKeysUsePrefix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": {delivery(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendControl(ctx, "w", wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendResults(ctx, []wire.Result{result(1, wire.OutcomeCompleted)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendHeartbeat(ctx, heartbeat("w")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.PushDead(ctx, []wire.DeadEntry{deadEntry(1)}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := e.keys.Prefix
+	all, err := e.rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	want := []string{e.keys.DeadLetter(), e.keys.Heartbeats(), e.keys.Results(), e.keys.WorkerControl("w"), e.keys.WorkerJobs("w")}
+	slices.Sort(want)
+	if !slices.Equal(all, want) {
+		t.Errorf("keys under %q = %v, want %v", prefix, all, want)
+	}
+}
+
+func result(id int64, outcome string) wire.Result {
+	r := wire.Result{JobID: id, LeaseToken: 1000 + id, WorkerID: "w", Attempt: 1, Outcome: outcome,
+		StartedAt: created, FinishedAt: created.Add(time.Second)}
+	switch outcome {
+	case wire.OutcomeCompleted:
+		r.Result = json.RawMessage(fmt.Sprintf(`{"n":%d}`, id))
+	case wire.OutcomeFailed:
+		r.Error, r.Reason = "boom", "error"
+	}
+	return r
+}
+
+func results(rs []queue.ReceivedResult) []wire.Result {
+	out := make([]wire.Result, len(rs))
+	for i, r := range rs {
+		out[i] = r.Result
+	}
+	return out
+}
+
+func ids(rs []queue.ReceivedResult) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func (e *env) read(t *testing.T, pending bool) ([]queue.ReceivedResult, []string) {
+	t.Helper()
+	rs, bad, err := e.q.ReadResults(t.Context(), pending, 100, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("read results (pending %v): %v", pending, err)
+	}
+	return rs, bad
+}
+
+func TestResultsAckAndRedelivery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.EnsureResultsGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.EnsureResultsGroup(ctx); err != nil {
+		t.Errorf("second EnsureResultsGroup: %v", err)
+	}
+	sent := []wire.Result{result(1, wire.OutcomeCompleted), result(2, wire.OutcomeFailed), result(3, wire.OutcomeReleased)}
+	if err := e.q.SendResults(ctx, sent); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendResults(ctx, nil); err != nil {
+		t.Errorf("send nothing: %v", err)
+	}
+
+	if rs, _ := e.read(t, true); len(rs) != 0 {
+		t.Errorf("pending before any read = %+v", rs)
+	}
+	rs, bad := e.read(t, false)
+	if !same(t, results(rs), sent) || len(bad) != 0 {
+		t.Fatalf("read = %+v bad %v, want the three sent in order", rs, bad)
+	}
+	if again, _ := e.read(t, false); len(again) != 0 {
+		t.Errorf("new results read twice: %+v", again)
+	}
+	// Not acknowledged: a reader (a restarted or new leader) sees them again.
+	pend, _ := e.read(t, true)
+	if !slices.Equal(ids(pend), ids(rs)) || !same(t, results(pend), sent) {
+		t.Errorf("pending = %+v, want the three read", pend)
+	}
+
+	if err := e.q.AckResults(ctx, ids(rs)[:2]); err != nil {
+		t.Fatal(err)
+	}
+	pend, _ = e.read(t, true)
+	if !slices.Equal(ids(pend), ids(rs)[2:]) {
+		t.Errorf("pending after ack of two = %v, want %v", ids(pend), ids(rs)[2:])
+	}
+	if err := e.q.AckResults(ctx, ids(rs)[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if pend, _ := e.read(t, true); len(pend) != 0 {
+		t.Errorf("pending after ack of all = %+v", pend)
+	}
+	if n := e.rdb.XLen(ctx, e.keys.Results()).Val(); n != 0 {
+		t.Errorf("%d entries left in the stream after ack, want 0 (ack deletes)", n)
+	}
+	if err := e.q.AckResults(ctx, nil); err != nil {
+		t.Errorf("ack nothing: %v", err)
+	}
+}
+
+// TestResultsBeforeGroup: results sent before the group exists are not
+// lost, the group is created from the start of the stream.
+func TestResultsBeforeGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sent := []wire.Result{result(1, wire.OutcomeCompleted), result(2, wire.OutcomeCompleted)}
+	if err := e.q.SendResults(t.Context(), sent); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := e.read(t, false); !same(t, results(rs), sent) {
+		t.Errorf("read = %+v, want both", rs)
+	}
+}
+
+func TestResultsNoGroupAfterKeyLoss(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.SendResults(ctx, []wire.Result{result(1, wire.OutcomeCompleted)}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := e.read(t, false); len(rs) != 1 {
+		t.Fatalf("read = %+v", rs)
+	}
+
+	// The stream and its group vanish (eviction, a flush of that key).
+	if err := e.rdb.Del(ctx, e.keys.Results()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pending := range []bool{true, false} {
+		if rs, bad := e.read(t, pending); len(rs)+len(bad) != 0 {
+			t.Errorf("read (pending %v) of a lost stream = %+v %v", pending, rs, bad)
+		}
+	}
+	if err := e.rdb.Del(ctx, e.keys.Results()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A worker's XADD recreates the stream without a group.
+	r2 := result(2, wire.OutcomeFailed)
+	if err := e.q.SendResults(ctx, []wire.Result{r2}); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := e.read(t, false)
+	if !same(t, results(rs), []wire.Result{r2}) {
+		t.Errorf("read after the group was lost = %+v, want result 2", rs)
+	}
+}
+
+func TestResultsAfterFlushAll(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	e := openEnv(t, srv.URL(), "")
+	ctx := t.Context()
+	if err := e.q.EnsureResultsGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendResults(ctx, []wire.Result{result(1, wire.OutcomeCompleted)}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := e.read(t, false); len(rs) != 1 {
+		t.Fatalf("read = %+v", rs)
+	}
+	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r2 := result(2, wire.OutcomeCompleted)
+	if err := e.q.SendResults(ctx, []wire.Result{r2}); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := e.read(t, true)
+	if len(rs) != 0 {
+		t.Errorf("pending after flush = %+v", rs)
+	}
+	rs, _ = e.read(t, false)
+	if !same(t, results(rs), []wire.Result{r2}) {
+		t.Errorf("read after flush = %+v, want result 2", rs)
+	}
+	if err := e.q.AckResults(ctx, ids(rs)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResultsBad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	good := result(1, wire.OutcomeCompleted)
+	add := func(field, value string) string {
+		id, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.keys.Results(), Values: []any{field, value}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	var wantBad []string
+	wantBad = append(wantBad, add("r", "garbage"))
+	if err := e.q.SendResults(ctx, []wire.Result{good}); err != nil {
+		t.Fatal(err)
+	}
+	wantBad = append(wantBad, add("x", `{"job_id":1,"lease_token":1,"outcome":"completed"}`)) // wrong field
+	wantBad = append(wantBad, add("r", `{"job_id":1,"lease_token":1,"outcome":"exploded"}`))
+	wantBad = append(wantBad, add("r", `{"job_id":0,"lease_token":1,"outcome":"completed"}`))
+
+	rs, bad := e.read(t, false)
+	if !same(t, results(rs), []wire.Result{good}) {
+		t.Errorf("read = %+v, want the good result", rs)
+	}
+	if !slices.Equal(bad, wantBad) {
+		t.Errorf("bad = %v, want %v", bad, wantBad)
+	}
+	// Bad entries stay pending until acknowledged like any other.
+	if _, pbad := e.read(t, true); !slices.Equal(pbad, wantBad) {
+		t.Errorf("pending bad = %v, want %v", pbad, wantBad)
+	}
+	if err := e.q.AckResults(ctx, append(bad, ids(rs)...)); err != nil {
+		t.Fatal(err)
+	}
+	if rs, bad := e.read(t, true); len(rs)+len(bad) != 0 {
+		t.Errorf("after ack: %+v %v", rs, bad)
+	}
+}
+
+// TestReadNoBlock: a zero block returns at once instead of blocking forever
+// (go-redis sends BLOCK 0, "wait forever", for a zero duration).
+func TestReadNoBlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	done := make(chan error, 2)
+	go func() {
+		_, _, _, err := e.q.ReadHeartbeats(ctx, "0-0", 10, 0)
+		done <- err
+	}()
+	go func() {
+		_, _, err := e.q.ReadResults(ctx, false, 10, 0)
+		done <- err
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("read with no block: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read with block 0 still waits after 5s")
+		}
+	}
+}
+
+func heartbeat(id string) wire.Heartbeat {
+	return wire.Heartbeat{WorkerID: id, JobTypes: []string{"*"}, Concurrency: 2,
+		InFlight: []wire.InFlight{{JobID: 1, LeaseToken: 2}}, SentAt: created}
+}
+
+func TestHeartbeats(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	last, err := e.q.LastHeartbeatID(ctx)
+	if err != nil || last != "0-0" {
+		t.Fatalf("last id of an empty stream = %q, %v; want 0-0", last, err)
+	}
+	if hbs, after, bad, err := e.q.ReadHeartbeats(ctx, last, 10, 20*time.Millisecond); err != nil || len(hbs) != 0 || bad != 0 || after != last {
+		t.Errorf("read of an empty stream = %+v %q %d %v", hbs, after, bad, err)
+	}
+	h1, h2 := heartbeat("a"), heartbeat("b")
+	h2.Draining = true
+	for _, hb := range []wire.Heartbeat{h1, h2} {
+		if err := e.q.SendHeartbeat(ctx, hb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark, err := e.q.LastHeartbeatID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbs, after, bad, err := e.q.ReadHeartbeats(ctx, "0-0", 10, 20*time.Millisecond)
+	if err != nil || bad != 0 || len(hbs) != 2 || !same(t, []wire.Heartbeat{hbs[0].Heartbeat, hbs[1].Heartbeat}, []wire.Heartbeat{h1, h2}) {
+		t.Fatalf("read all = %+v bad %d err %v", hbs, bad, err)
+	}
+	if after != mark || hbs[1].ID != mark {
+		t.Errorf("read all ended at %q (last entry %q), want %q", after, hbs[1].ID, mark)
+	}
+
+	// After the mark: only newer heartbeats; undecodable ones are counted
+	// and still move the cursor.
+	h3 := heartbeat("c")
+	if err := e.q.SendHeartbeat(ctx, h3); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SendHeartbeat(ctx, wire.Heartbeat{WorkerID: "zero-concurrency"}); err != nil {
+		t.Fatal(err)
+	}
+	junk, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.keys.Heartbeats(), Values: []any{"h", "junk"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbs, after, bad, err = e.q.ReadHeartbeats(ctx, mark, 10, 20*time.Millisecond)
+	if err != nil || len(hbs) != 1 || !same(t, hbs[0].Heartbeat, h3) || bad != 2 {
+		t.Errorf("read after mark = %+v bad %d err %v; want h3 and 2 bad", hbs, bad, err)
+	}
+	if after != junk {
+		t.Errorf("cursor after read = %q, want the last entry %q", after, junk)
+	}
+	if last, _ := e.q.LastHeartbeatID(ctx); last != junk {
+		t.Errorf("last id = %q, want %q", last, junk)
+	}
+	hbs, again, bad, err := e.q.ReadHeartbeats(ctx, after, 10, 20*time.Millisecond)
+	if err != nil || len(hbs) != 0 || bad != 0 || again != after {
+		t.Errorf("read at the end = %+v %q %d %v", hbs, again, bad, err)
+	}
+
+	// max bounds a read.
+	hbs, after, _, err = e.q.ReadHeartbeats(ctx, "0-0", 1, 20*time.Millisecond)
+	if err != nil || len(hbs) != 1 || after != hbs[0].ID {
+		t.Errorf("read of 1 = %+v %q %v", hbs, after, err)
+	}
+}
+
+func TestWake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.Wake(ctx); err != nil {
+		t.Fatalf("wake with nobody listening: %v", err)
+	}
+	ch, stop := e.q.SubscribeWake(ctx)
+	defer stop()
+
+	// The subscription is set up in the background and wake-ups are best
+	// effort: publish until one arrives.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for got := false; !got; {
+		if err := e.q.Wake(ctx); err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		select {
+		case <-ch:
+			got = true
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no wake-up received after 10s")
+		}
+	}
+	subscribers := func() int64 {
+		t.Helper()
+		res, err := e.rdb.PubSubNumSub(ctx, e.keys.Wakeup()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[e.keys.Wakeup()]
+	}
+	if n := subscribers(); n != 1 {
+		t.Errorf("%d subscribers on %s, want 1", n, e.keys.Wakeup())
+	}
+
+	// After stop the subscription leaves the server.
+	stop()
+	for subscribers() != 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("still subscribed to %s after stop", e.keys.Wakeup())
+		}
+	}
+}
+
+func deadEntry(id int64) wire.DeadEntry {
+	return wire.DeadEntry{JobID: id, Reason: "max_retries_exceeded", Errors: json.RawMessage(`[{"attempt":1}]`), FailedAt: created,
+		OriginalJob: wire.DeadJob{JobID: id, Name: "n", Queue: "default", Payload: json.RawMessage(`{}`), Attempts: 1, LastError: "x", CreatedAt: created}}
+}
+
+func TestDeadList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	dead := func(max int) []wire.DeadEntry {
+		t.Helper()
+		es, err := e.q.DeadEntries(ctx, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es
+	}
+	length := func() int64 {
+		t.Helper()
+		n, err := e.q.DeadLen(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := length(); n != 0 {
+		t.Errorf("empty list length %d", n)
+	}
+	if err := e.q.PushDead(ctx, []wire.DeadEntry{deadEntry(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.PushDead(ctx, []wire.DeadEntry{deadEntry(2), deadEntry(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.PushDead(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := length(); n != 3 {
+		t.Errorf("length %d, want 3", n)
+	}
+	// Each entry is pushed onto the head in turn: the newest first.
+	if got := dead(10); !same(t, got, []wire.DeadEntry{deadEntry(3), deadEntry(2), deadEntry(1)}) {
+		t.Errorf("entries = %+v", got)
+	}
+	if got := dead(2); !same(t, got, []wire.DeadEntry{deadEntry(3), deadEntry(2)}) {
+		t.Errorf("first two = %+v", got)
+	}
+	// An undecodable entry is counted but skipped.
+	if err := e.rdb.LPush(ctx, e.keys.DeadLetter(), "junk").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, got := length(), dead(10); n != 4 || len(got) != 3 {
+		t.Errorf("with junk: length %d, %d entries", n, len(got))
+	}
+
+	// Replace: the list becomes exactly es, in order, with no leftovers.
+	es := make([]wire.DeadEntry, 2500)
+	for i := range es {
+		es[i] = deadEntry(int64(10_000 - i))
+	}
+	if err := e.q.ReplaceDead(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	if n := length(); n != int64(len(es)) {
+		t.Errorf("length after replace %d, want %d", n, len(es))
+	}
+	if got := dead(len(es)); !same(t, got, es) {
+		t.Errorf("entries after replace differ (%d entries)", len(got))
+	}
+	if err := e.q.ReplaceDead(ctx, es[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if got := dead(10); !same(t, got, es[:2]) {
+		t.Errorf("entries after second replace = %+v", got)
+	}
+	if err := e.q.ReplaceDead(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := length(); n != 0 {
+		t.Errorf("length after replace with nothing = %d", n)
+	}
+	if keys := e.rdb.Keys(ctx, e.keys.Prefix+"*").Val(); len(keys) != 0 {
+		t.Errorf("keys left: %v", keys)
+	}
+}
+
+// TestConcurrentDeliverReceive: many deliveries and receivers at once lose
+// and duplicate nothing.
+func TestConcurrentDeliverReceive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	const workers, perWorker = 4, 250
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; i < perWorker; i += 50 {
+				batch := make([]wire.Delivery, 50)
+				for j := range batch {
+					batch[j] = delivery(int64(w*perWorker + i + j + 1))
+				}
+				if err := e.q.Deliver(ctx, map[string][]wire.Delivery{fmt.Sprint("w", w): batch}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	got := make([][]int64, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for len(got[w]) < perWorker {
+				in, err := e.q.Receive(ctx, fmt.Sprint("w", w), 7, time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, d := range in.Deliveries {
+					got[w] = append(got[w], d.JobID)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w := range workers {
+		want := make([]int64, perWorker)
+		for i := range want {
+			want[i] = int64(w*perWorker + i + 1)
+		}
+		if !slices.Equal(got[w], want) {
+			t.Errorf("worker %d received %d jobs out of order or with gaps", w, len(got[w]))
+		}
+	}
+}
