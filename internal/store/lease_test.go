@@ -199,7 +199,6 @@ func TestJobCompleteFencing(t *testing.T) {
 	if o, ok := out[id]; !ok || o.LeaseToken != cur.LeaseToken || o.Error != "current" {
 		t.Fatalf("fail batch with a stale and a current report = %+v", out)
 	}
-	cur = e.claim(t, nil, "w2")[id]
 	e.makeDue(t, id)
 	cur = e.claimOne(t, id, "w2")
 	fin, err := e.s.JobCompleteMany(e.ctx, []store.Completion{
