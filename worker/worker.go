@@ -334,12 +334,14 @@ func (w *Worker) start(d wire.Delivery) {
 // execute runs one attempt and turns its outcome into a result.
 func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r wire.Result) {
 	r = wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt, StartedAt: time.Now()}
-	log := w.log.With("job_id", d.JobID, "attempt", d.Attempt, "name", d.Name)
+	// Built only when a line is written: the success path logs nothing at
+	// info, and this runs once per job.
+	log := func() *slog.Logger { return w.log.With("job_id", d.JobID, "attempt", d.Attempt, "name", d.Name) }
 	defer func() {
 		r.FinishedAt = time.Now()
 		if p := recover(); p != nil {
 			r.Outcome, r.Reason, r.Error, r.Result = wire.OutcomeFailed, job.ReasonError, fmt.Sprintf("handler panicked: %v", p), nil
-			log.Error("handler panicked", "panic", fmt.Sprint(p))
+			log().Error("handler panicked", "panic", fmt.Sprint(p))
 		}
 	}()
 	if h == nil {
@@ -348,7 +350,9 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 	}
 	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
 		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt}
-	log.Debug("attempt started")
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		log().Debug("attempt started")
+	}
 	res, err := h(ctx, j)
 	cause := context.Cause(ctx)
 	switch {
@@ -375,7 +379,7 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 		}
 	}
 	if r.Outcome != wire.OutcomeCompleted {
-		log.Info("attempt did not succeed", "outcome", r.Outcome, "reason", r.Reason, "error", r.Error)
+		log().Info("attempt did not succeed", "outcome", r.Outcome, "reason", r.Reason, "error", r.Error)
 	}
 	return r
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/dtsched/dts/coordinator"
 	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/httpx"
 )
 
 func main() {
@@ -131,6 +132,11 @@ func run() error {
 	}
 
 	log := newLogger()
+	if addr := env("PPROF_ADDR", ""); addr != "" {
+		if err := httpx.ServePprof(addr, log); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

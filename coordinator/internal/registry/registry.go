@@ -75,6 +75,7 @@ type Registry struct {
 	mu       sync.Mutex
 	workers  map[string]*Worker
 	owner    map[int64]string // job id → worker id
+	known    map[string]bool  // job types some worker names explicitly
 	deadline time.Duration    // silence after which a worker is unavailable
 	seq      uint64
 }
@@ -82,7 +83,7 @@ type Registry struct {
 // New returns an empty registry in which a worker that has not been heard
 // from for deadline (heartbeat interval × allowed misses) is unavailable.
 func New(deadline time.Duration) *Registry {
-	return &Registry{workers: map[string]*Worker{}, owner: map[int64]string{}, deadline: deadline}
+	return &Registry{workers: map[string]*Worker{}, owner: map[int64]string{}, known: map[string]bool{}, deadline: deadline}
 }
 
 // Heartbeat records a heartbeat received at now. It returns true when the
@@ -98,6 +99,13 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	joined = !ok || w.Gone
 	types := slices.Clone(hb.JobTypes)
 	sort.Strings(types)
+	if !slices.Equal(types, w.Types) {
+		for _, t := range types {
+			if t != "*" {
+				r.known[t] = true // never shrinks: a bounded set of handler names
+			}
+		}
+	}
 	w.Types, w.Concurrency, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Draining, now, false
 	w.Reported, w.StoppedAt = len(hb.InFlight), time.Time{}
 	return joined
@@ -303,12 +311,7 @@ func (r *Registry) Remove(now time.Time, keep time.Duration) {
 func (r *Registry) KnownType(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, w := range r.workers {
-		if name != "*" && slices.Contains(w.Types, name) {
-			return true
-		}
-	}
-	return false
+	return r.known[name]
 }
 
 // Touch marks a worker as heard from at now without changing anything else

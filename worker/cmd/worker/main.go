@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/worker"
 	"github.com/dtsched/dts/worker/builtin"
 )
@@ -104,6 +105,11 @@ func run() error {
 		return err
 	}
 	log := newLogger()
+	if addr := env("PPROF_ADDR", ""); addr != "" {
+		if err := httpx.ServePprof(addr, log); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
