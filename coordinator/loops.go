@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/dtsched/dts/internal/job"
@@ -96,15 +97,19 @@ func (c *Coordinator) releaseStoppedWorker(ctx context.Context, l *leaderState, 
 		c.storeError(ctx, "release_worker", err)
 		return
 	}
-	for _, r := range released {
-		l.workers.Done(r.ID, r.LeaseToken)
+	ids := make([]int64, len(released))
+	for i, r := range released {
+		ids[i] = r.ID
 	}
-	l.workers.ForgetLeases(id)
+	l.workers.Forget(id) // it left on purpose: not a worker down
+	if err := c.store.WorkerDelete(ctx, id); err != nil {
+		c.storeError(ctx, "sync_workers", err)
+	}
 	if err := c.queue.DropWorkerQueues(ctx, id); err != nil {
 		c.redisError(ctx, "drop_worker_queues", err)
 	}
 	c.metrics.reclaimed.WithLabelValues("worker_stopped").Add(float64(len(released)))
-	c.log.Info("worker stopped", "worker_id", id, "released", len(released))
+	c.log.Info("worker stopped; released the jobs it left leased", "worker_id", id, "released", len(released), "job_ids", ids)
 	l.wake()
 }
 
@@ -151,10 +156,14 @@ func (c *Coordinator) dispatch(ctx context.Context, l *leaderState) (more bool, 
 		}
 		now := time.Now()
 		byWorker := map[string][]wire.Delivery{}
+		debug := c.log.Enabled(ctx, slog.LevelDebug)
 		for _, j := range claimed {
 			// Record the lease before delivering, so a result that comes
 			// back at once finds it.
 			l.workers.Assigned(j.WorkerID, j.ID, j.LeaseToken, now)
+			if debug {
+				c.log.Debug("job leased", "job_id", j.ID, "worker_id", j.WorkerID, "attempt", j.Attempt, "lease_token", j.LeaseToken)
+			}
 			byWorker[j.WorkerID] = append(byWorker[j.WorkerID], wire.Delivery{
 				JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
 				MaxRetries: j.MaxRetries, TimeoutSeconds: j.TimeoutSeconds, LeaseToken: j.LeaseToken, CreatedAt: j.CreatedAt,
@@ -286,13 +295,17 @@ func (c *Coordinator) applyResults(ctx context.Context, l *leaderState, rs []que
 	applied := len(done) + len(failed) + len(released)
 	if stale := len(rs) - applied; stale > 0 {
 		c.metrics.staleResults.Add(float64(stale))
-		c.log.Debug("rejected stale results", "count", stale)
+		c.logStale(rs, done, failed, released)
 	}
 	for _, rr := range rs {
 		l.workers.Done(rr.Result.JobID, rr.Result.LeaseToken)
 	}
+	debug := c.log.Enabled(ctx, slog.LevelDebug)
 	for _, f := range done {
 		r := byID[f.ID]
+		if debug {
+			c.log.Debug("job completed", "job_id", f.ID, "worker_id", r.WorkerID, "attempt", r.Attempt)
+		}
 		name := c.typeLabel(l, f.Name)
 		c.metrics.jobsTotal.WithLabelValues("completed").Inc()
 		c.metrics.attempts.WithLabelValues(name, "succeeded").Inc()
@@ -308,7 +321,7 @@ func (c *Coordinator) applyResults(ctx context.Context, l *leaderState, rs []que
 			c.metrics.jobsTotal.WithLabelValues("timeout").Inc()
 		}
 		c.log.Info("attempt failed", "job_id", o.ID, "attempt", o.Attempts, "worker_id", r.WorkerID,
-			"reason", r.Reason, "error", o.Error, "next_state", o.State, "retry_in", o.Delay)
+			"reason", r.Reason, "error", o.Error, "next_state", o.State, "retry_in_ms", o.Delay.Milliseconds())
 	}
 	for range released {
 		c.metrics.attempts.WithLabelValues("other", "released").Inc()
@@ -318,6 +331,26 @@ func (c *Coordinator) applyResults(ctx context.Context, l *leaderState, rs []que
 		l.wake()
 	}
 	return nil
+}
+
+// logStale logs each result that was rejected because its lease was gone.
+func (c *Coordinator) logStale(rs []queue.ReceivedResult, done []store.Finished, failed []store.FailOutcome, released []int64) {
+	applied := make(map[int64]bool, len(done)+len(failed)+len(released))
+	for _, f := range done {
+		applied[f.ID] = true
+	}
+	for _, o := range failed {
+		applied[o.ID] = true
+	}
+	for _, id := range released {
+		applied[id] = true
+	}
+	for _, rr := range rs {
+		if r := rr.Result; !applied[r.JobID] {
+			c.log.Info("rejected a stale result: its lease is gone", "job_id", r.JobID, "worker_id", r.WorkerID,
+				"attempt", r.Attempt, "lease_token", r.LeaseToken, "outcome", r.Outcome)
+		}
+	}
 }
 
 // observeAttempt records an attempt's run time and, for a first attempt, its
@@ -342,7 +375,7 @@ func (c *Coordinator) afterFailures(ctx context.Context, outs []store.FailOutcom
 			c.metrics.deadLettered.Inc()
 			c.metrics.retryAttempts.WithLabelValues(o.Reason).Observe(float64(o.Attempts))
 			dead = append(dead, deadEntry(o.ID, o.Name, o.Queue, o.Payload, o.Attempts, o.MaxRetries, o.Error, o.Reason, o.Errors, o.CreatedAt, time.Now()))
-			c.log.Warn("job moved to the dead-letter queue", "job_id", o.ID, "attempt", o.Attempts, "reason", o.Reason)
+			c.log.Warn("job moved to the dead-letter queue", "job_id", o.ID, "worker_id", o.WorkerID, "attempt", o.Attempts, "reason", o.Reason)
 		case job.StateRetrying:
 			c.metrics.retryAttempts.WithLabelValues(retryReason(o.Reason)).Observe(float64(o.Attempts))
 		}

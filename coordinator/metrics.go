@@ -95,7 +95,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, s := range []string{"completed", "failed", "timeout"} {
 		m.jobsTotal.WithLabelValues(s)
 	}
-	for _, r := range []string{job.ReasonWorkerFailure, job.ReasonLeaseTimeout, job.ReasonMaxRetriesExceeded, job.ReasonError} {
+	for _, r := range []string{job.ReasonWorkerFailure, job.ReasonLeaseTimeout, job.ReasonMaxRetriesExceeded,
+		job.ReasonTimeout, job.ReasonPermanent, "job_error"} {
 		m.retryAttempts.WithLabelValues(r)
 	}
 	// Series that exist from the start, at zero, so dashboards and alerts

@@ -51,6 +51,14 @@ func (s *Store) WorkerSync(ctx context.Context, ws []WorkerRow) error {
 	return nil
 }
 
+// WorkerDelete forgets a worker that left cleanly.
+func (s *Store) WorkerDelete(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("delete worker %s: %w", id, interpretError(err))
+	}
+	return nil
+}
+
 // WorkerList returns every known worker.
 func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, job_types, concurrency, state, in_flight,

@@ -305,6 +305,19 @@ func (r *Registry) Remove(now time.Time, keep time.Duration) {
 	}
 }
 
+// Forget removes a worker that stopped cleanly (its leases already
+// released): it left on purpose and is not a worker down.
+func (r *Registry) Forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[id]; ok {
+		for jobID := range w.InFlight {
+			delete(r.owner, jobID)
+		}
+		delete(r.workers, id)
+	}
+}
+
 // KnownType reports whether some worker names the job type explicitly (not
 // through "*"). Metrics label job types only when they are known, so that
 // arbitrary submitted names cannot grow label cardinality.
