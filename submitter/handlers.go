@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -127,12 +128,16 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	out := make([]wire.SubmitResponse, len(res))
 	var existing []int64
 	created := 0
+	debug := s.logger.Enabled(ctx, slog.LevelDebug)
 	for i, r := range res {
 		out[i] = wire.SubmitResponse{JobID: formatID(r.ID), Status: string(job.StatePending)}
 		if r.Created {
 			created++
 		} else {
 			existing = append(existing, r.ID)
+		}
+		if debug {
+			s.logger.Debug("job submitted", "job_id", r.ID, "name", params[i].Name, "created", r.Created)
 		}
 	}
 	s.metrics.submitted.Add(float64(created))
