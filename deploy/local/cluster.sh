@@ -248,6 +248,12 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
 
+# PG_TUNING: server settings for a job queue's write load. Durability stays
+# at PostgreSQL's defaults (fsync on, synchronous_commit on); these only give
+# it memory and fewer checkpoints, which keeps a large backlog draining at
+# full speed (docs/benchmarks.md). Override with PG_TUNING=... make up.
+PG_TUNING=${PG_TUNING:--c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=15min}
+
 # find_pg_bin: the directory with initdb, pg_ctl and postgres.
 find_pg_bin() {
 	local d
@@ -370,7 +376,7 @@ start_postgres() {
 	fi
 	say "starting postgres on 127.0.0.1:$PG_PORT"
 	if ! as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$pg_log" -w -t 60 \
-		-o "-c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$PG_SOCK -c max_connections=200" \
+		-o "-c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$PG_SOCK -c max_connections=200 $PG_TUNING" \
 		start >/dev/null; then
 		tail -n 20 "$pg_log" >&2 || true
 		die "postgres did not start (log: $pg_log)"
