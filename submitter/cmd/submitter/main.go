@@ -41,10 +41,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/submitter"
 )
 
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "token" {
 		return tokenCommand(ctx, args[1:], os.Stdout, os.Stderr)
 	}
-	logger, err := newLogger(os.Getenv("LOG_LEVEL"))
+	logger, err := envconf.NewLogger(os.Getenv("LOG_LEVEL"))
 	if err != nil {
 		return err
 	}
@@ -124,29 +124,29 @@ func connect(ctx context.Context, cfg submitter.Config, logger *slog.Logger) (*s
 func parseConfig(args []string) (submitter.Config, error) {
 	fs := flag.NewFlagSet("submitter", flag.ContinueOnError)
 	var cfg submitter.Config
-	fs.StringVar(&cfg.Addr, "addr", env("SUBMITTER_ADDR", submitter.DefaultAddr), "listen address (SUBMITTER_ADDR)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
-	fs.StringVar(&cfg.RedisURL, "redis-url", env("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL (REDIS_URL)")
-	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", env("REDIS_PREFIX", ""), "prefix of every Redis key (REDIS_PREFIX)")
-	var errs []error
-	maxPayload := envInt("MAX_PAYLOAD_BYTES", submitter.DefaultMaxPayloadBytes, &errs)
+	var e envconf.Env
+	fs.StringVar(&cfg.Addr, "addr", e.String("SUBMITTER_ADDR", submitter.DefaultAddr), "listen address (SUBMITTER_ADDR)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL (REDIS_URL)")
+	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key (REDIS_PREFIX)")
+	maxPayload := e.Int("MAX_PAYLOAD_BYTES", submitter.DefaultMaxPayloadBytes)
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", maxPayload, "largest job payload in bytes (MAX_PAYLOAD_BYTES)")
-	secretFile := fs.String("auth-jwt-secret-file", env("AUTH_JWT_SECRET_FILE", ""),
+	secretFile := fs.String("auth-jwt-secret-file", e.String("AUTH_JWT_SECRET_FILE", ""),
 		"file holding the HS256 secret of JWTs (AUTH_JWT_SECRET_FILE; or the secret itself in AUTH_JWT_SECRET)")
-	keyFile := fs.String("auth-jwt-public-key-file", env("AUTH_JWT_PUBLIC_KEY_FILE", ""),
+	keyFile := fs.String("auth-jwt-public-key-file", e.String("AUTH_JWT_PUBLIC_KEY_FILE", ""),
 		"PEM public key of JWTs: RSA for RS256, Ed25519 for EdDSA (AUTH_JWT_PUBLIC_KEY_FILE)")
-	fs.StringVar(&cfg.Auth.JWTIssuer, "auth-jwt-issuer", env("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs (AUTH_JWT_ISSUER)")
-	fs.BoolVar(&cfg.Auth.APIKeys, "auth-api-keys", envBool("AUTH_API_KEYS", false, &errs),
+	fs.StringVar(&cfg.Auth.JWTIssuer, "auth-jwt-issuer", e.String("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs (AUTH_JWT_ISSUER)")
+	fs.BoolVar(&cfg.Auth.APIKeys, "auth-api-keys", e.Bool("AUTH_API_KEYS", false),
 		"accept API keys made by 'submitter token create' (AUTH_API_KEYS)")
-	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", envBool("INSECURE_NO_AUTH", false, &errs),
+	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", e.Bool("INSECURE_NO_AUTH", false),
 		"allow a non-loopback address without auth (INSECURE_NO_AUTH)")
-	fs.Float64Var(&cfg.RateLimitRPS, "rate-limit-rps", envFloat("RATE_LIMIT_RPS", submitter.DefaultRateLimitRPS, &errs),
+	fs.Float64Var(&cfg.RateLimitRPS, "rate-limit-rps", e.Float("RATE_LIMIT_RPS", submitter.DefaultRateLimitRPS),
 		"requests a second per token, or per client IP without auth; negative: no limit (RATE_LIMIT_RPS)")
-	fs.IntVar(&cfg.RateLimitBurst, "rate-limit-burst", envInt("RATE_LIMIT_BURST", submitter.DefaultRateLimitBurst, &errs),
+	fs.IntVar(&cfg.RateLimitBurst, "rate-limit-burst", e.Int("RATE_LIMIT_BURST", submitter.DefaultRateLimitBurst),
 		"requests a caller may send at once above its rate (RATE_LIMIT_BURST)")
-	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", envInt("MAX_CONCURRENT_REQUESTS", submitter.DefaultMaxConcurrentRequests, &errs),
+	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", e.Int("MAX_CONCURRENT_REQUESTS", submitter.DefaultMaxConcurrentRequests),
 		"API requests in progress before 503 overloaded; negative: no cap (MAX_CONCURRENT_REQUESTS)")
-	if err := errors.Join(errs...); err != nil {
+	if err := e.Err(); err != nil {
 		return cfg, err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -180,68 +180,3 @@ func parseConfig(args []string) (submitter.Config, error) {
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"
-
-func envInt(name string, def int, errs *[]error) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q: not an integer", name, v))
-	}
-	return n
-}
-
-func envFloat(name string, def float64, errs *[]error) float64 {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q: not a number", name, v))
-	}
-	return f
-}
-
-func envBool(name string, def bool, errs *[]error) bool {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q: want true or false", name, v))
-	}
-	return b
-}
-
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-func newLogger(level string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if level != "" {
-		if err := lvl.UnmarshalText([]byte(level)); err != nil {
-			return nil, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", level)
-		}
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	var h slog.Handler = slog.NewJSONHandler(os.Stderr, opts)
-	if isTerminal(os.Stderr) {
-		h = slog.NewTextHandler(os.Stderr, opts)
-	}
-	return slog.New(h), nil
-}
-
-// isTerminal reports whether f is a character device (a terminal), without
-// a dependency on x/term.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}

@@ -1,0 +1,106 @@
+// Package envconf reads the services' settings from environment variables,
+// as the defaults of their command-line flags, and builds their loggers. It
+// is the one place that decides how a variable is parsed: an empty variable
+// counts as unset, and a value that does not parse is an error that stops
+// the process at start-up rather than a silent fall back to the default.
+package envconf
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Env collects parse errors while settings are read; Err reports them.
+type Env struct {
+	errs []error
+}
+
+// String returns $name, or def when it is unset or empty.
+func (e *Env) String(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Int returns $name as an integer, or def when it is unset or empty.
+func (e *Env) Int(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not an integer", name, v))
+		return def
+	}
+	return n
+}
+
+// Float returns $name as a number, or def when it is unset or empty.
+func (e *Env) Float(name string, def float64) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not a number", name, v))
+		return def
+	}
+	return f
+}
+
+// Bool returns $name as a boolean, or def when it is unset or empty.
+func (e *Env) Bool(name string, def bool) bool {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want true or false", name, v))
+		return def
+	}
+	return b
+}
+
+// Duration returns $name as a Go duration ("1s", "250ms"), or def when it
+// is unset or empty.
+func (e *Env) Duration(name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not a duration (like 1s or 250ms)", name, v))
+		return def
+	}
+	return d
+}
+
+// Err returns every variable that did not parse, or nil.
+func (e *Env) Err() error { return errors.Join(e.errs...) }
+
+// NewLogger returns a slog logger at level ("debug", "info", "warn",
+// "error"; empty means info) writing JSON to stderr, or text when stderr is a
+// terminal.
+func NewLogger(level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if level != "" {
+		if err := lvl.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", level)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, opts)
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		h = slog.NewTextHandler(os.Stderr, opts)
+	}
+	return slog.New(h), nil
+}

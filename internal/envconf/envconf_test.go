@@ -1,0 +1,57 @@
+package envconf
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEnvParsesAndCollectsErrors(t *testing.T) {
+	t.Setenv("EC_STR", "x")
+	t.Setenv("EC_EMPTY", "")
+	t.Setenv("EC_INT", "42")
+	t.Setenv("EC_BADINT", "4x")
+	t.Setenv("EC_DUR", "250ms")
+	t.Setenv("EC_BADDUR", "5")
+	t.Setenv("EC_BOOL", "true")
+	t.Setenv("EC_FLOAT", "0.25")
+	var e Env
+	if got := e.String("EC_STR", "d"); got != "x" {
+		t.Errorf("String = %q", got)
+	}
+	if got := e.String("EC_EMPTY", "d"); got != "d" {
+		t.Errorf("String of an empty variable = %q, want the default", got)
+	}
+	if got := e.Int("EC_INT", 1); got != 42 {
+		t.Errorf("Int = %d", got)
+	}
+	if got := e.Int("EC_BADINT", 7); got != 7 {
+		t.Errorf("Int of a bad value = %d, want the default", got)
+	}
+	if got := e.Duration("EC_DUR", time.Second); got != 250*time.Millisecond {
+		t.Errorf("Duration = %v", got)
+	}
+	e.Duration("EC_BADDUR", time.Second)
+	if got := e.Bool("EC_BOOL", false); !got {
+		t.Error("Bool = false")
+	}
+	if got := e.Float("EC_FLOAT", 1); got != 0.25 {
+		t.Errorf("Float = %v", got)
+	}
+	if got := e.Int("EC_UNSET_FOR_SURE", 9); got != 9 {
+		t.Errorf("Int of an unset variable = %d", got)
+	}
+	err := e.Err()
+	if err == nil || !strings.Contains(err.Error(), "EC_BADINT") || !strings.Contains(err.Error(), "EC_BADDUR") {
+		t.Fatalf("Err = %v, want both bad variables named", err)
+	}
+}
+
+func TestNewLoggerRejectsUnknownLevel(t *testing.T) {
+	if _, err := NewLogger("loud"); err == nil {
+		t.Fatal("NewLogger(loud) succeeded")
+	}
+	if _, err := NewLogger(""); err != nil {
+		t.Fatal(err)
+	}
+}
