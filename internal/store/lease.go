@@ -48,6 +48,12 @@ type JobClaimParams struct {
 	Lease time.Duration
 }
 
+// The n-th claimed job's worker is read from the slot array by subscript,
+// not by joining an unnest of it: before the table has statistics the
+// planner joins the two as a nested loop, 1000 x 1000 comparisons per claim
+// (seen: 158 ms instead of 10 ms, and the drain of a fresh backlog at a
+// third of its speed).
+//
 // JobClaimBatch leases up to len(Slots) due jobs in priority, due-time, id
 // order, skipping rows other claimers hold, in one statement. Each gets a
 // fresh fencing token from lease_token_seq and its attempt count grows by one.
@@ -65,14 +71,12 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 				LIMIT $2
 				FOR UPDATE SKIP LOCKED
 			) due
-		), slot AS (
-			SELECT worker, ord FROM unnest($3::text[]) WITH ORDINALITY AS t(worker, ord)
 		)
 		UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
 			lease_token = nextval('lease_token_seq'),
 			lease_expires_at = now() + $4 * interval '1 millisecond',
-			worker_id = slot.worker, started_at = now(), cancel_requested = false
-		FROM picked JOIN slot ON slot.ord = picked.rn
+			worker_id = ($3::text[])[picked.rn::int], started_at = now(), cancel_requested = false
+		FROM picked
 		WHERE j.id = picked.id
 		RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
 			j.lease_token, j.worker_id, j.created_at`,
