@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	redistest.Cleanup()
+	os.Exit(code)
+}
+
+// TestQuickRun builds the services, runs every scenario at -quick sizes
+// against a pgtest database and the shared test Redis, and checks that the
+// report is complete and sane.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the services and runs a cluster for about 30 s")
+	}
+	t.Parallel()
+	cfg := Quick(Config{
+		DatabaseURL:      pgtest.NewDatabase(t),
+		ExistingDatabase: true,
+		RedisURL:         redistest.URL(),
+		RedisPrefix:      redistest.Prefix(t),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	d := rep.Drain
+	if d == nil || d.Completed != int64(cfg.DrainJobs) || d.Jobs != int64(cfg.DrainJobs) {
+		t.Fatalf("drain: %+v, want all %d jobs completed", d, cfg.DrainJobs)
+	}
+	if d.SubmitRate <= 0 || d.Rate <= 0 || d.Seconds <= 0 || d.FirstFinishSeconds > d.Seconds {
+		t.Errorf("drain: implausible figures %+v", d)
+	}
+	for _, name := range []string{"coordinator", "worker-1", "worker-2"} {
+		u := use(d.Resources, name)
+		if u == nil || u.PeakRSSMB <= 0 || u.CPUSeconds < 0 {
+			t.Errorf("drain resources: %s: %+v", name, u)
+		}
+	}
+
+	s := rep.Sustained
+	if s == nil || s.CompletedRate <= 0 || s.SubmitRate <= 0 || s.Seconds <= 0 || s.SubmitErrors != 0 {
+		t.Errorf("sustained: %+v", s)
+	}
+
+	if len(rep.Latency) != 2 { // 50/s, then half the sustained rate capped at 100/s
+		t.Fatalf("latency: %d runs, want 2: %+v", len(rep.Latency), rep.Latency)
+	}
+	for _, l := range rep.Latency {
+		if l.Submitted == 0 || l.AchievedRate <= 0 || l.Errors != 0 || l.TargetRate > cfg.LatencyMaxRate {
+			t.Errorf("latency %s: %+v", l.Label, l)
+		}
+		for name, p := range map[string]Percentiles{"submit->start": l.SubmitToStart, "submit->finish": l.SubmitToFinish, "http": l.HTTP} {
+			if p.N != l.Submitted || !(p.Min <= p.P50 && p.P50 <= p.P95 && p.P95 <= p.P99 && p.P99 <= p.Max) || p.Min < 0 {
+				t.Errorf("latency %s %s: %+v, want %d ordered samples", l.Label, name, p, l.Submitted)
+			}
+		}
+		if l.SubmitToStart.P50 > l.SubmitToFinish.P50 {
+			t.Errorf("latency %s: start p50 %v after finish p50 %v", l.Label, l.SubmitToStart.P50, l.SubmitToFinish.P50)
+		}
+	}
+
+	r := rep.Recovery
+	if r == nil || r.JobsOnKilled == 0 || r.Recovered != r.JobsOnKilled || r.Relet.N != r.JobsOnKilled {
+		t.Fatalf("recovery: %+v, want every job of the killed worker leased again", r)
+	}
+	if r.Relet.Min <= 0 || r.FinalStatus["completed"] != r.Jobs {
+		t.Errorf("recovery: %+v", r)
+	}
+	for attempts, n := range r.AttemptsKilled {
+		if attempts < 2 {
+			t.Errorf("recovery: %d of the killed worker's jobs ran %d times", n, attempts)
+		}
+	}
+
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"DRAIN", "SUSTAINED", "LATENCY", "RECOVERY", "TARGETS", "coordinator"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Errorf("report does not marshal: %v", err)
+	}
+	t.Logf("\n%s", out.String())
+}
+
+func use(u Usage, name string) *ResourceUse {
+	for i := range u.Procs {
+		if u.Procs[i].Name == name {
+			return &u.Procs[i]
+		}
+	}
+	return nil
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}

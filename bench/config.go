@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Scenario names, in the order Run runs them.
+const (
+	ScenarioDrain     = "drain"
+	ScenarioSustained = "sustained"
+	ScenarioLatency   = "latency"
+	ScenarioRecovery  = "recovery"
+)
+
+// Scenarios lists every scenario in the order Run runs them.
+var Scenarios = []string{ScenarioDrain, ScenarioSustained, ScenarioLatency, ScenarioRecovery}
+
+// Config says what to measure and against which servers. The zero value of
+// every size field means its default; call WithDefaults to see them.
+type Config struct {
+	// DatabaseURL points at a PostgreSQL server. Run creates a fresh
+	// database bench_<unix time> on it and drops it at the end (unless
+	// Keep). Required.
+	DatabaseURL string
+	// ExistingDatabase makes Run use DatabaseURL's database as it is (it
+	// must hold no jobs) instead of creating and dropping one. Tests use it
+	// with pgtest databases.
+	ExistingDatabase bool
+	// RedisURL points at a Redis server. Required.
+	RedisURL string
+	// RedisPrefix prefixes every Redis key of the bench cluster; the keys
+	// under it are deleted at the end. Default "bench<unix time>:".
+	RedisPrefix string
+	// BinDir holds prebuilt submitter, coordinator and worker binaries.
+	// Default: build them (without -race) into a temporary directory, which
+	// needs the go command and the dts workspace as working directory.
+	BinDir string
+	// Keep keeps the database and the process logs after the run.
+	Keep bool
+	// ServiceEnv is extra NAME=VALUE environment for every service, for
+	// experiments (CLAIM_BATCH=2000, POLL_INTERVAL=50ms, ...). Default none:
+	// the services run with their defaults.
+	ServiceEnv []string
+	// SubmitterDBParams are extra query parameters of the submitter's
+	// DATABASE_URL (pgxpool reads pool settings there: pool_max_conns=32).
+	SubmitterDBParams string
+
+	// Scenarios to run, a subset of Scenarios. Default all.
+	Scenarios []string
+	// Workers is the number of worker processes. Default 2.
+	Workers int
+	// Concurrency is each worker's WORKER_CONCURRENCY. Default 1000.
+	Concurrency int
+	// SubmitClients is the number of concurrent HTTP clients that post
+	// batches (drain pre-submit, sustained load). Default 4.
+	SubmitClients int
+	// BatchSize is the number of jobs per POST /submit_jobs. Default 1000
+	// (the API's maximum).
+	BatchSize int
+
+	// DrainJobs is the number of noop jobs pre-submitted and drained.
+	// Default 200,000.
+	DrainJobs int
+	// DrainTimeout bounds the drain. Default 10 minutes.
+	DrainTimeout time.Duration
+
+	// SustainedDuration is the measured window of the sustained scenario.
+	// Default 60 s.
+	SustainedDuration time.Duration
+	// SustainedWarmup is the load before the window opens. Default 5 s.
+	SustainedWarmup time.Duration
+	// SustainedRate caps the offered load of the sustained scenario, in
+	// jobs per second over all clients; 0 (the default) means as fast as
+	// the submitter answers.
+	SustainedRate float64
+	// BacklogTimeout bounds the wait for the sustained scenario's backlog
+	// to clear. Default 15 minutes.
+	BacklogTimeout time.Duration
+
+	// LatencyRates are the offered loads, in jobs per second, of the
+	// latency scenario. Default 100 and 1000.
+	LatencyRates []float64
+	// NoHalfMax leaves out the extra latency run at half the maximum
+	// sustained rate (which needs the sustained scenario).
+	NoHalfMax bool
+	// LatencyMaxRate caps every latency run's rate; 0 means no cap.
+	LatencyMaxRate float64
+	// LatencyDuration is the length of each latency run. Default 20 s.
+	LatencyDuration time.Duration
+	// LatencyConns bounds the single-job requests in flight. Default 256.
+	LatencyConns int
+
+	// RecoveryConcurrency is the concurrency of the two recovery workers,
+	// and so the number of sleep jobs submitted. Default Concurrency.
+	RecoveryConcurrency int
+	// RecoverySleep is the sleep job's length. Default 5 s.
+	RecoverySleep time.Duration
+
+	// SampleInterval is the period of /proc sampling. Default 250 ms.
+	SampleInterval time.Duration
+	// PollInterval is the period of progress queries. Default 250 ms.
+	PollInterval time.Duration
+	// LogLevel is the services' LOG_LEVEL. Default "warn".
+	LogLevel string
+}
+
+// Quick returns cfg shrunk to a smoke run of a few seconds per scenario.
+func Quick(cfg Config) Config {
+	cfg.Workers = 2
+	cfg.Concurrency = 64
+	cfg.DrainJobs = 300
+	cfg.DrainTimeout = time.Minute
+	cfg.SustainedDuration = 3 * time.Second
+	cfg.SustainedWarmup = time.Second
+	cfg.SustainedRate = 1000
+	cfg.BacklogTimeout = time.Minute
+	cfg.LatencyRates = []float64{50}
+	cfg.LatencyMaxRate = 100
+	cfg.LatencyDuration = 2 * time.Second
+	cfg.RecoveryConcurrency = 4
+	cfg.RecoverySleep = 2 * time.Second
+	return cfg
+}
+
+// WithDefaults returns cfg with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	now := time.Now().Unix()
+	if c.RedisPrefix == "" {
+		c.RedisPrefix = fmt.Sprintf("bench%d:", now)
+	}
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = slices.Clone(Scenarios)
+	}
+	setInt(&c.Workers, 2)
+	setInt(&c.Concurrency, 1000)
+	setInt(&c.SubmitClients, 4)
+	setInt(&c.BatchSize, 1000)
+	setInt(&c.DrainJobs, 200_000)
+	setDur(&c.DrainTimeout, 10*time.Minute)
+	setDur(&c.SustainedDuration, 60*time.Second)
+	setDur(&c.SustainedWarmup, 5*time.Second)
+	setDur(&c.BacklogTimeout, 15*time.Minute)
+	if len(c.LatencyRates) == 0 {
+		c.LatencyRates = []float64{100, 1000}
+	}
+	setDur(&c.LatencyDuration, 20*time.Second)
+	setInt(&c.LatencyConns, 256)
+	setInt(&c.RecoveryConcurrency, c.Concurrency)
+	setDur(&c.RecoverySleep, 5*time.Second)
+	setDur(&c.SampleInterval, 250*time.Millisecond)
+	setDur(&c.PollInterval, 250*time.Millisecond)
+	if c.LogLevel == "" {
+		c.LogLevel = "warn"
+	}
+	return c
+}
+
+func setInt(p *int, def int) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+func setDur(p *time.Duration, def time.Duration) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+// validate names the first bad field of a defaulted Config.
+func (c Config) validate() error {
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("DatabaseURL: required (a PostgreSQL server)")
+	case c.RedisURL == "":
+		return errors.New("RedisURL: required (a Redis server)")
+	case c.Workers < 1:
+		return fmt.Errorf("Workers: %d, want at least 1", c.Workers)
+	case c.Concurrency < 1:
+		return fmt.Errorf("Concurrency: %d, want at least 1", c.Concurrency)
+	case c.SubmitClients < 1:
+		return fmt.Errorf("SubmitClients: %d, want at least 1", c.SubmitClients)
+	case c.BatchSize < 1 || c.BatchSize > 1000:
+		return fmt.Errorf("BatchSize: %d, want 1..1000", c.BatchSize)
+	case c.DrainJobs < 1:
+		return fmt.Errorf("DrainJobs: %d, want at least 1", c.DrainJobs)
+	case c.LatencyConns < 1:
+		return fmt.Errorf("LatencyConns: %d, want at least 1", c.LatencyConns)
+	case c.RecoveryConcurrency < 1:
+		return fmt.Errorf("RecoveryConcurrency: %d, want at least 1", c.RecoveryConcurrency)
+	case c.SustainedDuration < 100*time.Millisecond:
+		return fmt.Errorf("SustainedDuration: %v, want at least 100ms", c.SustainedDuration)
+	}
+	for _, r := range c.LatencyRates {
+		if r <= 0 {
+			return fmt.Errorf("LatencyRates: %v, want rates above 0", c.LatencyRates)
+		}
+	}
+	for _, s := range c.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			return fmt.Errorf("Scenarios: unknown scenario %q (want some of %v)", s, Scenarios)
+		}
+	}
+	return nil
+}
+
+func (c Config) runs(scenario string) bool { return slices.Contains(c.Scenarios, scenario) }

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SustainedResult is the sustained scenario: SubmitClients clients post
+// noop batches back to back (each as soon as the previous one is answered,
+// or paced to SustainedRate) while the workers run; the window opens after
+// a warm-up.
+type SustainedResult struct {
+	// OfferedRate is the configured cap, 0 for none.
+	OfferedRate   float64 `json:"offered_rate,omitempty"`
+	WarmupSeconds float64 `json:"warmup_seconds"`
+	Seconds       float64 `json:"seconds"`
+	// Submitted and SubmitRate: jobs accepted inside the window.
+	Submitted  int64   `json:"submitted"`
+	SubmitRate float64 `json:"submit_rate"`
+	// Completed and CompletedRate: jobs completed inside the window (the
+	// difference of two counts in PostgreSQL). This is the maximum
+	// sustained rate.
+	Completed     int64   `json:"completed"`
+	CompletedRate float64 `json:"completed_rate"`
+	// BacklogStart and BacklogEnd: unfinished jobs (pending, retrying,
+	// leased) when the window opened and when the load stopped.
+	BacklogStart int64 `json:"backlog_start"`
+	BacklogEnd   int64 `json:"backlog_end"`
+	// BacklogClearSeconds is how long the workers then took to finish it,
+	// and BacklogClearRate the resulting rate: a drain of a large backlog
+	// in a table that holds every job of the run.
+	BacklogClearSeconds float64 `json:"backlog_clear_seconds"`
+	BacklogClearRate    float64 `json:"backlog_clear_rate"`
+	SubmitErrors        int64   `json:"submit_errors"`
+	// Resources is resource use during the window, BacklogResources while
+	// the backlog cleared (per 100,000 jobs of each).
+	Resources        Usage `json:"resources"`
+	BacklogResources Usage `json:"backlog_resources"`
+}
+
+func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
+	cfg := c.cfg
+	if len(c.runningWorkers()) == 0 {
+		if _, err := c.startWorkers(ctx, cfg.Workers, cfg.Concurrency, nil); err != nil {
+			return nil, err
+		}
+	}
+	res := &SustainedResult{WarmupSeconds: cfg.SustainedWarmup.Seconds(), OfferedRate: cfg.SustainedRate}
+	body := batchBody(noopJob, cfg.BatchSize)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var submitted, errs, offered atomic.Int64
+	var wg sync.WaitGroup
+	loadStart := time.Now()
+	for range cfg.SubmitClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for loadCtx.Err() == nil {
+				if cfg.SustainedRate > 0 { // batch k is due at start + k·batch/rate
+					k := offered.Add(int64(cfg.BatchSize)) - int64(cfg.BatchSize)
+					sleepCtx(loadCtx, time.Until(loadStart.Add(time.Duration(float64(k)/cfg.SustainedRate*float64(time.Second)))))
+				}
+				ids, err := c.client.submitBatch(loadCtx, body)
+				if err != nil {
+					if loadCtx.Err() == nil {
+						errs.Add(1)
+						sleepCtx(loadCtx, 100*time.Millisecond)
+					}
+					continue
+				}
+				submitted.Add(int64(len(ids)))
+			}
+		}()
+	}
+	stop := func() { stopLoad(); wg.Wait() }
+
+	sleepCtx(ctx, cfg.SustainedWarmup)
+	s := c.newSampler()
+	t0, s0 := time.Now(), submitted.Load()
+	c0, err := c.pg.completed(ctx)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if res.BacklogStart, err = c.pg.backlog(ctx); err != nil {
+		stop()
+		return nil, err
+	}
+	s.start()
+	sleepCtx(ctx, cfg.SustainedDuration-time.Since(t0))
+	t1, s1 := time.Now(), submitted.Load()
+	c1, err := c.pg.completed(ctx)
+	if err != nil {
+		stop()
+		s.stop(0)
+		return nil, err
+	}
+	stop()
+	res.Resources = s.stop(c1 - c0)
+	sortUse(&res.Resources)
+	res.Seconds = t1.Sub(t0).Seconds()
+	res.Submitted, res.Completed = s1-s0, c1-c0
+	res.SubmitRate = float64(res.Submitted) / res.Seconds
+	res.CompletedRate = float64(res.Completed) / res.Seconds
+	res.SubmitErrors = errs.Load()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if err := c.checkAlive(); err != nil {
+		return res, err
+	}
+	if res.BacklogEnd, err = c.pg.backlog(ctx); err != nil {
+		return res, err
+	}
+	c.log.Info("sustained: window done", "completed_per_s", round(res.CompletedRate, 0),
+		"submitted_per_s", round(res.SubmitRate, 0), "backlog", res.BacklogEnd)
+	s = c.newSampler()
+	s.start()
+	tb := time.Now()
+	err = waitBacklog(ctx, c, cfg.BacklogTimeout, "sustained backlog")
+	res.BacklogResources = s.stop(res.BacklogEnd)
+	sortUse(&res.BacklogResources)
+	if err != nil {
+		return res, err
+	}
+	res.BacklogClearSeconds = time.Since(tb).Seconds()
+	if res.BacklogEnd > 0 {
+		res.BacklogClearRate = float64(res.BacklogEnd) / res.BacklogClearSeconds
+	}
+	return res, nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
