@@ -21,9 +21,11 @@ BINARIES := $(MODULE)/submitter/cmd/submitter \
 TEST_TIMEOUT ?= 14m
 # Extra flags, e.g. make test TESTFLAGS='-run TestClaim -v'
 TESTFLAGS    ?=
-# How long `make test` (and `make fuzz`) runs each fuzz target, beyond its
-# seed corpus, which plain `go test` runs too.
-FUZZTIME     ?= 5s
+# How much `make test` (and `make fuzz`) fuzzes each target beyond its seed
+# corpus, which plain `go test` runs too. A count of executions, not a
+# duration: with a duration the fuzzer can end with a spurious "context
+# deadline exceeded" failure when time runs out mid-input.
+FUZZTIME     ?= 30000x
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
 
@@ -57,7 +59,7 @@ test: vet ## Vet, run every test with -race (needs PostgreSQL and Redis binaries
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) work
 	@$(MAKE) --no-print-directory fuzz
 
-fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 5s); a crasher is saved in its testdata/fuzz
+fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 30000x executions); a crasher is saved in its testdata/fuzz
 	@set -e; for f in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Z]' $$($(GO) list -m -f '{{.Dir}}')); do \
 		dir=$$(dirname "$$f"); pkg=./$${dir#$(CURDIR)/}; \
 		for name in $$(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$$f" | sed 's/^func //'); do \
