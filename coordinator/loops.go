@@ -479,6 +479,9 @@ func (c *Coordinator) maintenanceLoop(ctx context.Context, l *leaderState) {
 		}
 		if now.Sub(lastClean) >= c.cfg.CleanupInterval {
 			lastClean = now
+			if _, err := c.store.WorkerCleanup(ctx, c.cfg.RetentionCompleted); err != nil {
+				c.storeError(ctx, "cleanup", err)
+			}
 			n, err := c.store.JobCleanup(ctx, c.cfg.RetentionCompleted, c.cfg.RetentionFailed, 5000)
 			if err != nil {
 				c.storeError(ctx, "cleanup", err)

@@ -59,6 +59,18 @@ func (s *Store) WorkerDelete(ctx context.Context, id string) error {
 	return nil
 }
 
+// WorkerCleanup deletes workers unavailable and silent for longer than age
+// (a worker id of hostname-pid is new at every restart) and returns how
+// many it deleted.
+func (s *Store) WorkerCleanup(ctx context.Context, age time.Duration) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE state = 'unavailable'
+		AND coalesce(last_heartbeat_at, registered_at) < now() - $1 * interval '1 millisecond'`, millis(age))
+	if err != nil {
+		return 0, fmt.Errorf("clean up workers: %w", interpretError(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
 // WorkerList returns every known worker.
 func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, job_types, concurrency, state, in_flight,

@@ -79,3 +79,31 @@ func list(t *testing.T, e *env) []store.WorkerRow {
 	}
 	return ws
 }
+
+func TestWorkerCleanupDeletesOnlyLongUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	old := time.Now().Add(-48 * time.Hour)
+	if err := e.s.WorkerSync(e.ctx, []store.WorkerRow{
+		{ID: "gone", JobTypes: []string{"*"}, Concurrency: 1, State: "unavailable", LastHeartbeatAt: old},
+		{ID: "recent", JobTypes: []string{"*"}, Concurrency: 1, State: "unavailable", LastHeartbeatAt: time.Now()},
+		{ID: "alive", JobTypes: []string{"*"}, Concurrency: 1, State: "available", LastHeartbeatAt: old},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.s.WorkerCleanup(e.ctx, 24*time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("WorkerCleanup = %d, %v; want 1 deleted", n, err)
+	}
+	ws, err := e.s.WorkerList(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, w := range ws {
+		ids = append(ids, w.ID)
+	}
+	if !slices.Equal(ids, []string{"alive", "recent"}) {
+		t.Fatalf("workers left = %v, want alive and recent", ids)
+	}
+}
