@@ -9,17 +9,15 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dtsched/dts/internal/childproc"
 )
 
-// proc is one service process the bench started. It is started and reaped
-// by one goroutine, supervise, that stays locked to its OS thread for the
-// child's whole life: Pdeathsig fires when the thread that forked the child
-// exits, and Go ends a thread when a goroutine exits while locked to it, so
-// no other goroutine can end that thread early (see internal/pgtest).
+// proc is one service process the bench started, through childproc.Start
+// so that it dies with the bench and not before.
 type proc struct {
 	name    string
 	cmd     *exec.Cmd
@@ -40,26 +38,15 @@ func startProc(name, bin, logPath, addr string, env []string) (*proc, error) {
 	cmd := exec.Command(bin)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	p := &proc{name: name, cmd: cmd, url: "http://" + addr, logPath: logPath, exited: make(chan struct{})}
-	started := make(chan error, 1)
-	go p.supervise(f, started)
-	if err := <-started; err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	child, err := childproc.Start(cmd) // dies with the bench, not before
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	p := &proc{name: name, cmd: cmd, url: "http://" + addr, logPath: logPath, exited: make(chan struct{})}
+	go func() { <-child.Exited(); f.Close(); close(p.exited) }()
 	return p, nil
-}
-
-func (p *proc) supervise(log *os.File, started chan<- error) {
-	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-	defer close(p.exited)
-	defer log.Close()
-	if err := p.cmd.Start(); err != nil {
-		started <- err
-		return
-	}
-	started <- nil
-	_ = p.cmd.Wait()
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }

@@ -11,13 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/childproc"
 
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
@@ -109,26 +110,12 @@ func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
 	cmd := exec.Command(filepath.Join(binDir, bin))
 	cmd.Env = append(append(append([]string{}, c.base...), addrVar+"="+addr), env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &proc{name: name, cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{})}
-	// Pdeathsig fires when the OS thread that forked the child exits, and
-	// Go ends threads at will: fork from a goroutine locked to its thread
-	// for the child's whole life, so the child dies with the test binary
-	// and not before.
-	started := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			_ = cmd.Wait()
-		}
-		f.Close()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	child, err := childproc.Start(cmd) // dies with the test binary, not before
+	if err != nil {
 		c.t.Fatal(err)
 	}
+	p := &proc{name: name, cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{})}
+	go func() { <-child.Exited(); f.Close(); close(p.done) }()
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()

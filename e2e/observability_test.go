@@ -11,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/childproc"
 )
 
 // TestObservability runs a small cluster (a coordinator, a submitter, two
@@ -321,26 +321,12 @@ func startPrometheus(t *testing.T, bin, root, logDir string, targets map[string]
 	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	// As in cluster.start: Pdeathsig fires when the forking OS thread
-	// exits, so fork from a goroutine locked to its thread until the child
-	// is reaped. (An unlocked fork is not enough: another goroutine may
-	// lock that thread later and end it, killing Prometheus mid-test.)
-	done := make(chan struct{})
-	started := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			_ = cmd.Wait()
-		}
-		f.Close()
-		close(done)
-	}()
-	if err := <-started; err != nil {
+	child, err := childproc.Start(cmd) // dies with the test binary, not before
+	if err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
+	done := make(chan struct{})
+	go func() { <-child.Exited(); f.Close(); close(done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-done

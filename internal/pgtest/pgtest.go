@@ -45,7 +45,7 @@
 //   - Only _test.go files import this package.
 //
 // While the server runs, one goroutine,
-// github.com/dtsched/dts/internal/pgtest.(*process).supervise, waits for the
+// github.com/dtsched/dts/internal/childproc.(*Process).supervise, waits for the
 // postmaster (goleak: ignore it with IgnoreAnyFunction); after Cleanup, none
 // is left.
 //
@@ -58,13 +58,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +71,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/childproc"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,7 +106,7 @@ var (
 type server struct {
 	dir     string // temporary directory: data/, socket, log; removed by stop
 	port    int
-	proc    *process // the postmaster; nil when not running
+	proc    *childproc.Process // the postmaster; nil when not running
 	logPath string
 
 	adminMu sync.Mutex // serialises statements on admin
@@ -278,7 +278,7 @@ func start() (s *server, err error) {
 	// The port is free when chosen but may be taken before postgres binds
 	// it (other test binaries do the same); then try another.
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := childproc.FreePort()
 		if err != nil {
 			return s, err
 		}
@@ -328,8 +328,8 @@ func (s *server) run(bin, dataDir string, port int, cred *syscall.Credential) er
 	cmd.Env = childEnv()
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	proc, err := startProcess(cmd)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+	proc, err := childproc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
@@ -345,7 +345,7 @@ func (s *server) run(bin, dataDir string, port int, cred *syscall.Credential) er
 			return nil
 		}
 		select {
-		case <-proc.exited:
+		case <-proc.Exited():
 			log := s.logTail()
 			s.proc = nil
 			if strings.Contains(log, "could not bind") || strings.Contains(log, "could not create any TCP/IP sockets") {
@@ -394,14 +394,14 @@ func (s *server) stop() {
 	}
 	s.adminMu.Unlock()
 	if s.proc != nil {
-		pid := s.proc.cmd.Process.Pid
+		pid := s.proc.Cmd.Process.Pid
 		_ = syscall.Kill(pid, syscall.SIGQUIT)
 		select {
-		case <-s.proc.exited:
+		case <-s.proc.Exited():
 		case <-time.After(stopTimeout):
 			// Backends share the postmaster's process group.
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			<-s.proc.exited
+			<-s.proc.Exited()
 		}
 		s.proc = nil
 	}
@@ -502,7 +502,7 @@ func removeStale(base string) {
 			continue // being created right now, or not ours
 		}
 		owner, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || alive(owner) {
+		if err != nil || childproc.Alive(owner) {
 			continue
 		}
 		if pm, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
@@ -517,31 +517,6 @@ func removeStale(base string) {
 	}
 }
 
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true // no /proc: trust kill(0)
-	}
-	// "pid (comm) S ...": the state follows the last ')'.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // childEnv is the environment for initdb and postgres: ours without the
 // libpq variables that could point them elsewhere, in the C locale.
 func childEnv() []string {
@@ -553,37 +528,4 @@ func childEnv() []string {
 		env = append(env, kv)
 	}
 	return append(env, "LC_ALL=C")
-}
-
-// process is a child started and reaped by one goroutine, supervise, that
-// stays locked to its OS thread for the child's whole life. Pdeathsig fires
-// when the thread that forked the child exits, not the process, and Go ends
-// a thread when a goroutine exits while locked to it; so the child is forked
-// from a thread no other goroutine can lock and end early. That goroutine,
-// and with it the thread, ends once the child has been reaped: when no
-// server runs, this package runs no goroutine.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once cmd has been reaped
-}
-
-func startProcess(cmd *exec.Cmd) (*process, error) {
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	started := make(chan error, 1)
-	go p.supervise(started)
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *process) supervise(started chan<- error) {
-	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-	defer close(p.exited)
-	if err := p.cmd.Start(); err != nil {
-		started <- err
-		return
-	}
-	started <- nil
-	_ = p.cmd.Wait()
 }

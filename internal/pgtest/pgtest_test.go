@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
 	buf := make([]byte, 1<<20)
-	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "pgtest.(*process).supervise") {
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "childproc.(*Process).supervise") {
 		fmt.Fprintf(os.Stderr, "a server is still supervised after Cleanup:\n%s\n", stacks)
 		code = 1
 	}

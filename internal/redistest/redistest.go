@@ -36,7 +36,7 @@
 // directories left behind. Only _test.go files import this package.
 //
 // While a server runs, one goroutine per server,
-// github.com/dtsched/dts/internal/redistest.(*process).supervise, waits for
+// github.com/dtsched/dts/internal/childproc.(*Process).supervise, waits for
 // it (goleak: ignore it with IgnoreAnyFunction); after Cleanup and the
 // tests' t.Cleanup, none is left.
 //
@@ -53,7 +53,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +60,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/childproc"
 )
 
 const (
@@ -141,7 +142,7 @@ type Server struct {
 	bin  string
 	dir  string // "" once stopped
 	port int
-	proc *process // nil while not running
+	proc *childproc.Process // nil while not running
 }
 
 // Start starts a dedicated, empty server for this test and stops it when the
@@ -223,7 +224,7 @@ func newServer() (*Server, error) {
 	// A free port may be taken before redis binds it (other test binaries
 	// do the same); then try another.
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := childproc.FreePort()
 		if err == nil {
 			s.port = port // s is not shared yet; port never changes after this
 			err = s.launch()
@@ -275,8 +276,8 @@ func (s *Server) launch() error {
 	cmd.Dir = s.dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	proc, err := startProcess(cmd)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc, err := childproc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
@@ -290,7 +291,7 @@ func (s *Server) launch() error {
 			return nil
 		}
 		select {
-		case <-proc.exited:
+		case <-proc.Exited():
 			s.proc = nil
 			log := tail(logPath)
 			if strings.Contains(log, "Address already in use") {
@@ -311,8 +312,8 @@ func (s *Server) kill() {
 	if s.proc == nil {
 		return
 	}
-	_ = s.proc.cmd.Process.Kill()
-	<-s.proc.exited
+	_ = s.proc.Cmd.Process.Kill()
+	<-s.proc.Exited()
 	s.proc = nil
 }
 
@@ -369,66 +370,8 @@ func removeStale(base string) {
 		if err != nil {
 			continue // being created right now, or not ours
 		}
-		if owner, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !alive(owner) {
+		if owner, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !childproc.Alive(owner) {
 			_ = os.RemoveAll(dir)
 		}
 	}
-}
-
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true // no /proc: trust kill(0)
-	}
-	// "pid (comm) S ...": the state follows the last ')'.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// process is a child started and reaped by one goroutine, supervise, that
-// stays locked to its OS thread for the child's whole life. Pdeathsig fires
-// when the thread that forked the child exits, not the process, and Go ends
-// a thread when a goroutine exits while locked to it; so the child is forked
-// from a thread no other goroutine can lock and end early. That goroutine,
-// and with it the thread, ends once the child has been reaped: when no
-// server runs, this package runs no goroutine.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once cmd has been reaped
-}
-
-func startProcess(cmd *exec.Cmd) (*process, error) {
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	started := make(chan error, 1)
-	go p.supervise(started)
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *process) supervise(started chan<- error) {
-	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-	defer close(p.exited)
-	if err := p.cmd.Start(); err != nil {
-		started <- err
-		return
-	}
-	started <- nil
-	_ = p.cmd.Wait()
 }

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	redistest.Cleanup()
 	buf := make([]byte, 1<<20)
-	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "redistest.(*process).supervise") {
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "childproc.(*Process).supervise") {
 		fmt.Fprintf(os.Stderr, "a server is still supervised after Cleanup:\n%s\n", stacks)
 		code = 1
 	}
