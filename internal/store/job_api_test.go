@@ -226,27 +226,8 @@ func TestJobInsertRunAtAndDelay(t *testing.T) {
 	if _, ok := got[ids[2]]; !ok || len(got) != 2 {
 		t.Errorf("claimed %v, want only the due jobs %d and %d", keys(got), ids[2], ids[3])
 	}
-	d, ok, err := e.s.JobNextDue(e.ctx)
-	if err != nil || !ok {
-		t.Fatalf("next due = %v, %v, %v", d, ok, err)
-	}
-	if d < 29*time.Minute || d > 30*time.Minute {
-		t.Errorf("next due in %v, want about 30m", d)
-	}
 }
 
-func TestJobNextDue(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	if _, ok, err := e.s.JobNextDue(e.ctx); err != nil || ok {
-		t.Fatalf("empty table: ok %v err %v, want none", ok, err)
-	}
-	past := e.now(t).Add(-time.Hour)
-	e.insert(t, store.JobInsertParams{Name: "late", RunAt: &past})
-	if d, ok, err := e.s.JobNextDue(e.ctx); err != nil || !ok || d != 0 {
-		t.Errorf("overdue job: %v %v %v, want 0 true", d, ok, err)
-	}
-}
 
 func TestJobCancel(t *testing.T) {
 	t.Parallel()

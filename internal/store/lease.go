@@ -521,21 +521,6 @@ func (s *Store) JobLeasesList(ctx context.Context) ([]Lease, error) {
 	return out, nil
 }
 
-// JobNextDue returns how long until the earliest pending or retrying job is
-// due (0 if one is due now), or false if there is none.
-func (s *Store) JobNextDue(ctx context.Context) (time.Duration, bool, error) {
-	var ms *float64
-	// NULL when there is no such job (greatest would turn it into 0).
-	err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM min(next_run_at) - now()) * 1000)::float8
-		FROM jobs WHERE status IN ('pending', 'retrying')`).Scan(&ms)
-	if err != nil {
-		return 0, false, fmt.Errorf("next due job: %w", interpretError(err))
-	}
-	if ms == nil {
-		return 0, false, nil
-	}
-	return time.Duration(max(*ms, 0) * float64(time.Millisecond)), true, nil
-}
 
 // JobCleanup deletes, in batches of up to batch rows, completed and canceled
 // jobs finished more than doneAge ago and failed ones finished more than
