@@ -48,51 +48,67 @@ type JobClaimParams struct {
 	Lease time.Duration
 }
 
-// The n-th claimed job's worker is read from the slot array by subscript,
-// not by joining an unnest of it: before the table has statistics the
-// planner joins the two as a nested loop, 1000 x 1000 comparisons per claim
-// (seen: 158 ms instead of 10 ms, and the drain of a fresh backlog at a
-// third of its speed).
-//
 // JobClaimBatch leases up to len(Slots) due jobs in priority, due-time, id
-// order, skipping rows other claimers hold, in one statement. Each gets a
-// fresh fencing token from lease_token_seq and its attempt count grows by one.
+// order, skipping rows other claimers hold. Each gets a fresh fencing token
+// from lease_token_seq and its attempt count grows by one.
+//
+// It is one transaction of two statements (pipelined, so one round trip
+// each): lock the due rows, then update exactly those by primary key from
+// an unnest of ids and workers. A single statement joining the locked rows
+// back to jobs let the generic plan guess the LIMIT's size from the
+// statistics (10% of the table) and hash-join against a sequential scan of
+// the whole table once it was large: 100-200 ms per claim on a 1M backlog,
+// 5,700 jobs/s instead of 25,000. An unnest of ids is estimated at a handful
+// of rows, so it always becomes primary-key lookups.
 func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed, error) {
 	if len(p.Slots) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
-		WITH picked AS (
-			SELECT id, row_number() OVER (ORDER BY priority DESC, next_run_at, id) AS rn FROM (
-				SELECT id, priority, next_run_at FROM jobs
-				WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
-				  AND ($1::text[] IS NULL OR name = ANY($1))
-				ORDER BY priority DESC, next_run_at, id
-				LIMIT $2
-				FOR UPDATE SKIP LOCKED
-			) due
-		)
-		UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
-			lease_token = nextval('lease_token_seq'),
-			lease_expires_at = now() + $4 * interval '1 millisecond',
-			worker_id = ($3::text[])[picked.rn::int], started_at = now(), cancel_requested = false
-		FROM picked
-		WHERE j.id = picked.id
-		RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
-			j.lease_token, j.worker_id, j.created_at`,
-		p.Types, len(p.Slots), p.Slots, millis(p.Lease))
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
-		var c Claimed
-		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
-			&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
-		return c, err
+	var out []Claimed
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id FROM jobs
+			WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
+			  AND ($1::text[] IS NULL OR name = ANY($1))
+			ORDER BY priority DESC, next_run_at, id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED`, p.Types, len(p.Slots))
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		// The rows are locked by this transaction: no state guard is
+		// needed, and none is written (a literal state would steer the
+		// planner to a partial index again).
+		rows, err = tx.Query(ctx, `
+			UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
+				lease_token = nextval('lease_token_seq'),
+				lease_expires_at = now() + $3 * interval '1 millisecond',
+				worker_id = u.worker, started_at = now(), cancel_requested = false
+			FROM unnest($1::bigint[], $2::text[]) AS u(id, worker)
+			WHERE j.id = u.id
+			RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
+				j.lease_token, j.worker_id, j.created_at`,
+			ids, p.Slots[:len(ids)], millis(p.Lease))
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+			var c Claimed
+			err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
+				&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
+			return c, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
 	}
+	// RETURNING order is not guaranteed; callers map jobs to workers by
+	// WorkerID, and slot order is kept by the ids' order above.
 	return out, nil
 }
 
