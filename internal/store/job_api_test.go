@@ -228,7 +228,6 @@ func TestJobInsertRunAtAndDelay(t *testing.T) {
 	}
 }
 
-
 func TestJobCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -537,7 +537,6 @@ func (s *Store) JobLeasesList(ctx context.Context) ([]Lease, error) {
 	return out, nil
 }
 
-
 // JobCleanup deletes, in batches of up to batch rows, completed and canceled
 // jobs finished more than doneAge ago and failed ones finished more than
 // failedAge ago. It returns how many rows it deleted. A batch of 0 or less
