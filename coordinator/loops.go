@@ -154,6 +154,15 @@ func (c *Coordinator) dispatch(ctx context.Context, l *leaderState) (more bool, 
 		if len(claimed) == 0 {
 			continue
 		}
+		// A worker may have been declared dead between Slots and the
+		// claim's commit; its reclaim may already have run and missed
+		// these leases. Give them back now instead of waiting for the
+		// lease to run out. (If it is declared dead after this check, its
+		// reclaim runs after the claim committed and takes them.)
+		claimed = c.dropGone(ctx, l, claimed)
+		if len(claimed) == 0 {
+			continue
+		}
 		now := time.Now()
 		byWorker := map[string][]wire.Delivery{}
 		debug := c.log.Enabled(ctx, slog.LevelDebug)
@@ -182,6 +191,23 @@ func (c *Coordinator) dispatch(ctx context.Context, l *leaderState) (more bool, 
 		}
 	}
 	return more, nil
+}
+
+// dropGone releases the claimed jobs whose worker is no longer usable and
+// returns the rest.
+func (c *Coordinator) dropGone(ctx context.Context, l *leaderState, claimed []store.Claimed) []store.Claimed {
+	keep, gone := claimed[:0:0], []store.Claimed(nil)
+	for _, j := range claimed {
+		if l.workers.Usable(j.WorkerID) {
+			keep = append(keep, j)
+		} else {
+			gone = append(gone, j)
+		}
+	}
+	if len(gone) > 0 {
+		c.undeliver(ctx, l, gone)
+	}
+	return keep
 }
 
 // undeliver gives back jobs that were leased but could not be delivered;

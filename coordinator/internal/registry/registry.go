@@ -305,6 +305,14 @@ func (r *Registry) Remove(now time.Time, keep time.Duration) {
 	}
 }
 
+// Usable reports whether a worker is known, alive and not draining.
+func (r *Registry) Usable(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[id]
+	return ok && !w.Gone && !w.Draining
+}
+
 // Forget removes a worker that stopped cleanly (its leases already
 // released): it left on purpose and is not a worker down.
 func (r *Registry) Forget(id string) {

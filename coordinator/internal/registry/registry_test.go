@@ -169,3 +169,19 @@ func TestTouchAllSparesWorkersFromExpiry(t *testing.T) {
 		t.Fatalf("Expire after TouchAll = %v, want none", gone)
 	}
 }
+
+func TestUsable(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	r.Heartbeat(hb("a", 1), t0)
+	d := hb("d", 1)
+	d.Draining = true
+	r.Heartbeat(d, t0)
+	r.Heartbeat(hb("old", 1), t0.Add(-time.Hour))
+	r.Expire(t0)
+	for id, want := range map[string]bool{"a": true, "d": false, "old": false, "unknown": false} {
+		if got := r.Usable(id); got != want {
+			t.Errorf("Usable(%s) = %v, want %v", id, got, want)
+		}
+	}
+}
