@@ -9,7 +9,7 @@
 // writes nothing; handlers return errors and httpx.Classify alone turns
 // them into answers.
 //
-// Input rules (README.md in this folder is the API reference): bodies are
+// Input rules (docs/api.md is the API reference): bodies are
 // JSON whatever the Content-Type says (curl -d sends a form type); unknown
 // fields are refused with 400 invalid_field, so a typo such as "max_retry"
 // is reported instead of silently ignored; field names match
