@@ -145,7 +145,9 @@ func (c *Coordinator) dispatchLoop(ctx context.Context, l *leaderState) {
 func (c *Coordinator) dispatch(ctx context.Context, l *leaderState) (more bool, err error) {
 	groups := l.workers.Slots(c.cfg.ClaimBatch)
 	for _, g := range groups {
+		t0 := time.Now()
 		claimed, err := c.store.JobClaimBatch(ctx, store.JobClaimParams{Types: g.Types, Slots: g.Slots, Lease: c.cfg.LeaseDuration})
+		c.metrics.dispatchStep.WithLabelValues("claim").Observe(time.Since(t0).Seconds())
 		if err != nil {
 			c.storeError(ctx, "claim", err)
 			return false, err
@@ -178,7 +180,10 @@ func (c *Coordinator) dispatch(ctx context.Context, l *leaderState) (more bool, 
 				MaxRetries: j.MaxRetries, TimeoutSeconds: j.TimeoutSeconds, LeaseToken: j.LeaseToken, CreatedAt: j.CreatedAt,
 			})
 		}
-		if err := c.queue.Deliver(ctx, byWorker); err != nil {
+		t0 = time.Now()
+		err = c.queue.Deliver(ctx, byWorker)
+		c.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())
+		if err != nil {
 			c.redisError(ctx, "deliver", err)
 			c.undeliver(ctx, l, claimed)
 			return false, err
@@ -294,14 +299,15 @@ func (c *Coordinator) applyResults(ctx context.Context, l *leaderState, rs []que
 		byID[r.JobID] = r
 		switch r.Outcome {
 		case wire.OutcomeCompleted:
-			completions = append(completions, store.Completion{ID: r.JobID, LeaseToken: r.LeaseToken, Result: r.Result})
+			completions = append(completions, store.Completion{ID: r.JobID, LeaseToken: r.LeaseToken, Result: r.Result,
+				StartedAt: r.StartedAt})
 		case wire.OutcomeFailed:
 			reason := r.Reason
 			if reason == "" {
 				reason = job.ReasonError
 			}
 			failures = append(failures, store.Failure{ID: r.JobID, LeaseToken: r.LeaseToken, Error: r.Error,
-				Reason: reason, Permanent: reason == job.ReasonPermanent})
+				Reason: reason, Permanent: reason == job.ReasonPermanent, StartedAt: r.StartedAt})
 		case wire.OutcomeReleased:
 			releases = append(releases, store.Release{ID: r.JobID, LeaseToken: r.LeaseToken})
 		}

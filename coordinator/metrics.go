@@ -39,6 +39,7 @@ type metrics struct {
 	cleaned            prometheus.Counter
 	claimBatch         prometheus.Histogram
 	resultBatch        prometheus.Histogram
+	dispatchStep       *prometheus.HistogramVec // step: claim, deliver
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -88,10 +89,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Jobs leased per claim statement.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
 		resultBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dts_result_batch_size",
 			Help: "Results applied per transaction.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		dispatchStep: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dts_dispatch_step_seconds",
+			Help:    "Duration of each step of a dispatch round: the claim statement, the delivery to Redis.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"step"}),
 	}
 	reg.MustRegister(m.jobsTotal, m.processing, m.retryAttempts, m.leaseTimeouts, m.attempts, m.dispatched,
 		m.queueWait, m.endToEnd, m.staleResults, m.badMessages, m.reclaimed, m.deadLettered, m.deadMirrorRebuilds,
-		m.isLeader, m.leaderEpoch, m.leaderChanges, m.storeErrors, m.redisErrors, m.cleaned, m.claimBatch, m.resultBatch)
+		m.isLeader, m.leaderEpoch, m.leaderChanges, m.storeErrors, m.redisErrors, m.cleaned, m.claimBatch, m.resultBatch,
+		m.dispatchStep)
 	for _, s := range []string{"completed", "failed", "timeout"} {
 		m.jobsTotal.WithLabelValues(s)
 	}

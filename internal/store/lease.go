@@ -52,63 +52,36 @@ type JobClaimParams struct {
 // order, skipping rows other claimers hold. Each gets a fresh fencing token
 // from lease_token_seq and its attempt count grows by one.
 //
-// It is one transaction of two statements (pipelined, so one round trip
-// each): lock the due rows, then update exactly those by primary key from
-// an unnest of ids and workers. A single statement joining the locked rows
-// back to jobs let the generic plan guess the LIMIT's size from the
-// statistics (10% of the table) and hash-join against a sequential scan of
-// the whole table once it was large: 100-200 ms per claim on a 1M backlog,
-// 5,700 jobs/s instead of 25,000. An unnest of ids is estimated at a handful
-// of rows, so it always becomes primary-key lookups.
+// It is one call of dts_claim_jobs (migration 003): one round trip and one
+// commit, which matters because the claim is on the path of every job's
+// start. Inside, two statements: lock the due rows, then update exactly
+// those by primary key from an unnest of ids and workers. A single statement
+// joining the locked rows back to jobs let the generic plan guess the
+// LIMIT's size from the statistics (10% of the table) and hash-join against
+// a sequential scan of the whole table once it was large: 100-200 ms per
+// claim on a 1M backlog, 5,700 jobs/s instead of 25,000. An unnest of ids is
+// estimated at a handful of rows, so it always becomes primary-key lookups.
 func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed, error) {
 	if len(p.Slots) == 0 {
 		return nil, nil
 	}
-	var out []Claimed
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			SELECT id FROM jobs
-			WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
-			  AND ($1::text[] IS NULL OR name = ANY($1))
-			ORDER BY priority DESC, next_run_at, id
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED`, p.Types, len(p.Slots))
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		// The rows are locked by this transaction: no state guard is
-		// needed, and none is written (a literal state would steer the
-		// planner to a partial index again).
-		rows, err = tx.Query(ctx, `
-			UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
-				lease_token = nextval('lease_token_seq'),
-				lease_expires_at = now() + $3 * interval '1 millisecond',
-				worker_id = u.worker, started_at = now(), cancel_requested = false
-			FROM unnest($1::bigint[], $2::text[]) AS u(id, worker)
-			WHERE j.id = u.id
-			RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
-				j.lease_token, j.worker_id, j.created_at`,
-			ids, p.Slots[:len(ids)], millis(p.Lease))
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
-			var c Claimed
-			err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
-				&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
-			return c, err
-		})
-		return err
+	rows, err := s.pool.Query(ctx, `SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
+			lease_token, worker_id, created_at
+		FROM dts_claim_jobs($1, $2, $3)`, p.Types, p.Slots, millis(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
+			&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
+		return c, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
 	}
 	// RETURNING order is not guaranteed; callers map jobs to workers by
-	// WorkerID, and slot order is kept by the ids' order above.
+	// WorkerID, and slot order is kept by the function's ids.
 	return out, nil
 }
 
@@ -117,6 +90,24 @@ type Completion struct {
 	ID         int64
 	LeaseToken int64
 	Result     json.RawMessage // nil: no result
+	// StartedAt is when the handler started, on the worker's clock; zero:
+	// unknown. It replaces the lease time in started_at (see startedAtSQL).
+	StartedAt time.Time
+}
+
+// startedAtSQL is the started_at a finished attempt records: the handler's
+// start as its worker reported it (u.started), kept between the lease time
+// and now so that a worker's skewed clock cannot put it outside the attempt.
+// NULL (unknown) keeps the lease time.
+const startedAtSQL = `CASE WHEN u.started IS NULL THEN j.started_at
+				ELSE least(greatest(u.started, j.started_at), now()) END`
+
+// nullTime is t for a timestamptz parameter, nil when t is zero.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // Finished describes a job whose attempt was recorded.
@@ -136,8 +127,9 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) ([]Finishe
 		return nil, nil
 	}
 	ids, tokens, results := make([]int64, len(cs)), make([]int64, len(cs)), make([]*string, len(cs))
+	started := make([]*time.Time, len(cs))
 	for i, c := range cs {
-		ids[i], tokens[i] = c.ID, c.LeaseToken
+		ids[i], tokens[i], started[i] = c.ID, c.LeaseToken, nullTime(c.StartedAt)
 		if len(c.Result) > 0 {
 			r := string(storableJSON(c.Result))
 			results[i] = &r
@@ -145,11 +137,12 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) ([]Finishe
 	}
 	rows, err := s.pool.Query(ctx, `
 		UPDATE jobs j SET status = 'completed', result = u.result::jsonb, finished_at = now(),
+			started_at = `+startedAtSQL+`,
 			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(id, token, result)
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::timestamptz[]) AS u(id, token, result, started)
 		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token
 		RETURNING j.id, j.name, coalesce(j.worker_id, ''), j.created_at, coalesce(j.started_at, j.created_at)`,
-		ids, tokens, results, leased)
+		ids, tokens, results, leased, started)
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", interpretError(err))
 	}
@@ -178,6 +171,9 @@ type Failure struct {
 	// Immediate retries without backoff (the attempt was cut short by its
 	// worker's death, not by the job).
 	Immediate bool
+	// StartedAt is when the handler started, on the worker's clock; zero:
+	// unknown (see Completion.StartedAt).
+	StartedAt time.Time
 }
 
 // RetryPolicy decides the wait before a failed job's next attempt.
@@ -314,6 +310,7 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 	var (
 		uIDs, uTokens, uDelays              []int64
 		uStates, uErrs, uReasons, uDeadWhys []string
+		uStarted                            []*time.Time
 	)
 	for _, f := range fs {
 		c, ok := cur[f.ID]
@@ -338,6 +335,7 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 		}
 		uIDs, uTokens, uDelays = append(uIDs, f.ID), append(uTokens, f.LeaseToken), append(uDelays, millis(delay))
 		uStates, uErrs, uReasons, uDeadWhys = append(uStates, string(state)), append(uErrs, msg), append(uReasons, reason), append(uDeadWhys, why)
+		uStarted = append(uStarted, nullTime(f.StartedAt))
 	}
 	if len(uIDs) == 0 {
 		return nil, nil
@@ -350,14 +348,15 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 			errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'error', u.err,
 				'reason', u.reason, 'worker_id', j.worker_id, 'at', now())),
 			dead_reason = nullif(u.dead_why, ''),
+			started_at = `+startedAtSQL+`,
 			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
-			AS u(id, token, state, delay_ms, err, reason, dead_why)
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $9::timestamptz[])
+			AS u(id, token, state, delay_ms, err, reason, dead_why, started)
 		WHERE j.id = u.id AND j.status = $8 AND j.lease_token = u.token
 		RETURNING j.id, u.token, j.name, j.queue, j.payload, j.status, j.attempts, j.max_retries, u.err,
 			coalesce(nullif(u.dead_why, ''), u.reason), coalesce(j.worker_id, ''), j.errors,
 			j.created_at, coalesce(j.started_at, j.created_at), u.delay_ms`,
-		uIDs, uTokens, uStates, uDelays, uErrs, uReasons, uDeadWhys, leased)
+		uIDs, uTokens, uStates, uDelays, uErrs, uReasons, uDeadWhys, leased, uStarted)
 	if err != nil {
 		return nil, err
 	}

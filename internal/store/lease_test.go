@@ -11,6 +11,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestJobClaimOrderAndSlots(t *testing.T) {
@@ -645,5 +646,98 @@ func TestJobResultsWithUnstorableText(t *testing.T) {
 	j = e.get(t, ids[4])
 	if j.State != job.StateCompleted || !jsonEqual(t, j.Result, []byte(`["\ufffd","\ufffd","é"]`)) {
 		t.Errorf("job %s result %s", j.State, j.Result)
+	}
+}
+
+// A finished attempt records the handler's start reported by its worker,
+// kept between the lease time and the moment the result is recorded; an
+// unknown start keeps the lease time.
+func TestFinishedAttemptRecordsHandlerStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insertN(t, 5, "s", 3)
+	cs := e.claim(t, nil, "w", "w", "w", "w", "w")
+	leasedAt := make(map[int64]time.Time, len(ids))
+	for _, id := range ids {
+		leasedAt[id] = *e.get(t, id).StartedAt
+	}
+	// PostgreSQL's clock is this machine's: a start 300 ms after the lease
+	// is inside the attempt.
+	inside := leasedAt[ids[0]].Add(300 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
+	if _, err := e.s.JobCompleteMany(e.ctx, []store.Completion{
+		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, StartedAt: inside},
+		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, StartedAt: leasedAt[ids[1]].Add(-time.Hour)}, // clock behind
+		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, StartedAt: time.Now().Add(time.Hour)},        // clock ahead
+		{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken},                                              // unknown
+	}); err != nil {
+		t.Fatal(err)
+	}
+	failInside := leasedAt[ids[4]].Add(200 * time.Millisecond)
+	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: ids[4], LeaseToken: cs[ids[4]].LeaseToken, Error: "x",
+		Reason: job.ReasonError, StartedAt: failInside})
+
+	if got := *e.get(t, ids[0]).StartedAt; !got.Equal(inside) {
+		t.Errorf("reported start inside the attempt: started_at = %v, want %v", got, inside)
+	}
+	if got := *e.get(t, ids[1]).StartedAt; !got.Equal(leasedAt[ids[1]]) {
+		t.Errorf("start before the lease: started_at = %v, want the lease time %v", got, leasedAt[ids[1]])
+	}
+	j := e.get(t, ids[2])
+	if !j.StartedAt.Equal(*j.FinishedAt) {
+		t.Errorf("start in the future: started_at = %v, want finished_at %v", *j.StartedAt, *j.FinishedAt)
+	}
+	if got := *e.get(t, ids[3]).StartedAt; !got.Equal(leasedAt[ids[3]]) {
+		t.Errorf("unknown start: started_at = %v, want the lease time %v", got, leasedAt[ids[3]])
+	}
+	if j := e.get(t, ids[4]); j.State != job.StateRetrying || !j.StartedAt.Equal(failInside) {
+		t.Errorf("failed attempt: state %s, started_at = %v, want retrying and %v", j.State, *j.StartedAt, failInside)
+	}
+}
+
+// The claim keeps to its indexes in a session whose cached plan was made
+// while the table was nearly empty (as on a fresh install): a sequential
+// scan there costs milliseconds per claim once the table has grown, on the
+// path of every job's start.
+func TestClaimPlanKeepsToIndexesAfterTheTableGrows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conn, err := pgx.Connect(e.ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	claim := func() int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_jobs(NULL, $1, 10000)`,
+			[]string{"w", "w"}).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := conn.Exec(e.ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	e.insertN(t, 2, "p", 0)
+	if n := claim(); n != 2 {
+		t.Fatalf("first claim leased %d, want 2", n)
+	}
+	e.exec(t, `INSERT INTO jobs (name) SELECT 'p' FROM generate_series(1, 20000)`)
+	tx, err := conn.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(e.ctx) //nolint:errcheck // read-only check
+	var n int
+	if err := tx.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_jobs(NULL, $1, 10000)`, []string{"w", "w"}).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var seqScans int64
+	if err := tx.QueryRow(e.ctx, `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`).Scan(&seqScans); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || seqScans != 0 {
+		t.Errorf("claim on the grown table leased %d with %d sequential scans of jobs; want 2 and 0", n, seqScans)
 	}
 }
