@@ -20,6 +20,9 @@ type leaderState struct {
 	// heartbeatsBlind is set while the heartbeat stream cannot be read:
 	// workers are then not expired for their silence.
 	heartbeatsBlind atomic.Bool
+	// claimSize is how many slots the next dispatch round offers (see
+	// nextClaimSize); only the dispatch loop uses it.
+	claimSize int
 }
 
 func (l *leaderState) wake() {
