@@ -45,6 +45,7 @@ func run() error {
 	scenarios := flag.String("scenarios", strings.Join(bench.Scenarios, ","), "comma-separated scenarios to run")
 	rates := flag.String("latency-rates", defRates, "offered loads of the latency scenario, jobs/s, comma-separated")
 	verbose := flag.Bool("v", false, "debug logging")
+	runs := flag.Int("runs", 1, "run everything this many times, each on a fresh database and fresh services, then print the medians")
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server; the bench creates and drops a database bench_<unix time> on it [DATABASE_URL]")
 	flag.StringVar(&cfg.RedisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis server [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", def.RedisPrefix, "prefix of the bench cluster's Redis keys, deleted at the end")
@@ -94,6 +95,9 @@ func run() error {
 		}
 		cfg.LatencyRates = append(cfg.LatencyRates, r)
 	}
+	if *runs < 1 {
+		return fmt.Errorf("-runs: want at least 1, got %d", *runs)
+	}
 	if cfg.DatabaseURL == "" || cfg.RedisURL == "" {
 		return fmt.Errorf("need a PostgreSQL and a Redis server: set DATABASE_URL and REDIS_URL (or run `make bench`, which starts local ones)")
 	}
@@ -106,20 +110,48 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	rep, err := bench.Run(ctx, cfg, log)
-	if rep != nil {
-		rep.Command = strings.Join(os.Args, " ")
+	command := strings.Join(os.Args, " ")
+	var reports []*bench.Report
+	var err error
+	for i := range *runs {
+		if *runs > 1 {
+			log.Info("starting run", "run", i+1, "of", *runs)
+		}
+		var rep *bench.Report
+		rep, err = bench.Run(ctx, cfg, log)
+		if rep == nil {
+			break
+		}
+		rep.Command = command
+		reports = append(reports, rep)
 		if e := rep.WriteTable(os.Stdout); e != nil && err == nil {
 			err = e
 		}
-		if *jsonOut != "" {
-			b, e := json.MarshalIndent(rep, "", "  ")
-			if e == nil {
-				e = os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
-			}
-			if e != nil && err == nil {
-				err = fmt.Errorf("write -json: %w", e)
-			}
+		if err != nil || ctx.Err() != nil {
+			break // a failed run stops the series: its figures would skew the medians
+		}
+		fmt.Println()
+	}
+	var out any
+	if len(reports) == 1 && *runs == 1 {
+		out = reports[0]
+	} else if len(reports) > 0 {
+		sum := bench.Summarize(reports)
+		if e := sum.WriteTable(os.Stdout); e != nil && err == nil {
+			err = e
+		}
+		out = struct {
+			Runs    []*bench.Report `json:"runs"`
+			Summary bench.Summary   `json:"summary"`
+		}{reports, sum}
+	}
+	if *jsonOut != "" && out != nil {
+		b, e := json.MarshalIndent(out, "", "  ")
+		if e == nil {
+			e = os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+		}
+		if e != nil && err == nil {
+			err = fmt.Errorf("write -json: %w", e)
 		}
 	}
 	return err
