@@ -58,7 +58,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, 16, true)
+	st, err := store.Open(ctx, cfg.DatabaseURL, 16, true, store.PinIndexPlans())
 	if err != nil {
 		return nil, err
 	}

@@ -313,6 +313,8 @@ type Stats struct {
 }
 
 // StatsGet counts jobs by state, the due queue, the DLQ and workers by state.
+// Counting every job by state reads the whole table, so it runs with
+// sequential scans on even in a pool opened with PinIndexPlans.
 func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}}
 	for _, v := range job.States {
@@ -321,37 +323,48 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 	for _, v := range []string{"available", "busy", "unavailable", "draining"} {
 		st.WorkersByState[v] = 0
 	}
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
-	if err != nil {
-		return st, fmt.Errorf("count jobs: %w", interpretError(err))
-	}
-	for rows.Next() {
-		var state string
-		var n int64
-		if err := rows.Scan(&state, &n); err != nil {
-			return st, fmt.Errorf("count jobs: %w", err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = on`); err != nil {
+			return err
 		}
-		st.ByState[job.State(state)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("count jobs: %w", interpretError(err))
-	}
-	st.DeadDepth = st.ByState[job.StateFailed]
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8
-		FROM jobs WHERE status IN ('pending', 'retrying') AND next_run_at <= now()`).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
-		return st, fmt.Errorf("count due jobs: %w", interpretError(err))
-	}
-	rows, err = s.pool.Query(ctx, `SELECT state, count(*) FROM workers GROUP BY state`)
-	if err != nil {
-		return st, fmt.Errorf("count workers: %w", interpretError(err))
-	}
-	for rows.Next() {
-		var state string
-		var n int64
-		if err := rows.Scan(&state, &n); err != nil {
-			return st, fmt.Errorf("count workers: %w", err)
+		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+		if err != nil {
+			return fmt.Errorf("count jobs: %w", err)
 		}
-		st.WorkersByState[state] = n
-	}
-	return st, interpretError(rows.Err())
+		for rows.Next() {
+			var state string
+			var n int64
+			if err := rows.Scan(&state, &n); err != nil {
+				rows.Close()
+				return fmt.Errorf("count jobs: %w", err)
+			}
+			st.ByState[job.State(state)] = n
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("count jobs: %w", err)
+		}
+		st.DeadDepth = st.ByState[job.StateFailed]
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8
+			FROM jobs WHERE status IN ('pending', 'retrying') AND next_run_at <= now()`).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
+			return fmt.Errorf("count due jobs: %w", err)
+		}
+		rows, err = tx.Query(ctx, `SELECT state, count(*) FROM workers GROUP BY state`)
+		if err != nil {
+			return fmt.Errorf("count workers: %w", err)
+		}
+		for rows.Next() {
+			var state string
+			var n int64
+			if err := rows.Scan(&state, &n); err != nil {
+				rows.Close()
+				return fmt.Errorf("count workers: %w", err)
+			}
+			st.WorkersByState[state] = n
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("count workers: %w", err)
+		}
+		return nil
+	})
+	return st, interpretError(err)
 }

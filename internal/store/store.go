@@ -28,9 +28,30 @@ type Store struct {
 	pool *pgxpool.Pool
 }
 
+// Option changes how Open sets up the pool.
+type Option func(*pgxpool.Config)
+
+// PinIndexPlans makes the pool's sessions plan with enable_seqscan,
+// enable_hashjoin and enable_mergejoin off, for a pool whose statements all
+// reach rows by key or through a partial index (the coordinator's). A
+// session keeps the generic plan it made the first time it ran a statement:
+// one made while the jobs table was nearly empty, as on a fresh install,
+// scans the whole table, and goes on scanning it as it grows until an
+// ANALYZE invalidates the plan (autovacuum's first can be a minute away).
+// The off switches only make those plans expensive, so a statement with no
+// other way still runs. StatsGet, which does count the whole table, turns
+// sequential scans back on for itself.
+func PinIndexPlans() Option {
+	return func(cfg *pgxpool.Config) {
+		for _, name := range []string{"enable_seqscan", "enable_hashjoin", "enable_mergejoin"} {
+			cfg.ConnConfig.RuntimeParams[name] = "off"
+		}
+	}
+}
+
 // Open connects to databaseURL, checks the connection, and applies the
 // migrations when migrate is true.
-func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool) (*Store, error) {
+func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -42,6 +63,9 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool)
 	// leased in lease.go); a custom plan built from stale statistics can be
 	// quadratic.
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	for _, o := range opts {
+		o(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -1,0 +1,7 @@
+package store
+
+import "github.com/jackc/pgx/v5/pgxpool"
+
+// Pool exposes the store's pool to the external tests, which need the
+// store's own sessions (plans_test.go).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -1,0 +1,89 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// A pool opened with PinIndexPlans keeps the lease statements on their
+// indexes after the jobs table grows, though each session cached its
+// generic plans while the table was nearly empty; StatsGet still counts.
+// (It asks the store's own session to flush its statistics: see
+// export_test.go.)
+func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	// One connection, so every statement below runs in the session whose
+	// plans were cached on the tiny table.
+	s, err := store.Open(ctx, url, 1, false, store.PinIndexPlans())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	round := func(n int) {
+		t.Helper()
+		ps := make([]store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = store.JobInsertParams{Name: "p", MaxRetries: 1}
+		}
+		if _, err := s.JobInsert(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.JobClaimBatch(ctx, store.JobClaimParams{Slots: []string{"w", "w", "w"}, Lease: time.Minute})
+		if err != nil || len(cs) != 3 {
+			t.Fatalf("claim = %d jobs, %v", len(cs), err)
+		}
+		if fin, err := s.JobCompleteMany(ctx, []store.Completion{{ID: cs[0].ID, LeaseToken: cs[0].LeaseToken}}); err != nil || len(fin) != 1 {
+			t.Fatalf("complete = %v, %v", fin, err)
+		}
+		out, err := s.JobFailMany(ctx, []store.Failure{{ID: cs[1].ID, LeaseToken: cs[1].LeaseToken, Reason: job.ReasonError}},
+			func(int) time.Duration { return time.Hour })
+		if err != nil || len(out) != 1 {
+			t.Fatalf("fail = %v, %v", out, err)
+		}
+		if rel, err := s.JobReleaseMany(ctx, []store.Release{{ID: cs[2].ID, LeaseToken: cs[2].LeaseToken}}); err != nil || len(rel) != 1 {
+			t.Fatalf("release = %v, %v", rel, err)
+		}
+		if _, err := s.JobReclaimExpired(ctx, func(int) time.Duration { return 0 }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round(5)     // plans cached on a table of a few rows
+	round(20000) // the same plans on a grown table
+	st, err := s.StatsGet(ctx)
+	if err != nil || st.ByState[job.StatePending] != 20001 {
+		t.Fatalf("stats = %+v, %v; want 20,001 pending", st.ByState, err)
+	}
+	if _, err := s.Pool().Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	// The flush happens when that session goes idle; read from another.
+	other, err := store.Open(ctx, url, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var seqScans, updates int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err := other.Pool().QueryRow(ctx, `SELECT seq_scan, n_tup_upd, pg_stat_clear_snapshot() IS NULL
+			FROM pg_stat_user_tables WHERE relname = 'jobs'`).Scan(&seqScans, &updates, new(bool)); err != nil {
+			t.Fatal(err)
+		}
+		if updates > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if updates == 0 {
+		t.Fatal("the store's session never flushed its statistics")
+	}
+	// StatsGet's two whole-table counts are the only sequential scans.
+	if seqScans > 2 {
+		t.Errorf("%d sequential scans of jobs; want at most StatsGet's 2", seqScans)
+	}
+}
