@@ -107,7 +107,8 @@ func batchBody(job string, n int) []byte {
 type metrics map[string]float64
 
 // scrape reads url's /metrics and sums each metric's samples over their
-// labels (the bench wants totals).
+// labels (the bench wants totals); each labelled sample is also kept under
+// its full series name, name{labels}.
 func (c *client) scrape(ctx context.Context, url string) (metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
 	if err != nil {
@@ -135,9 +136,9 @@ func parseMetrics(text string) metrics {
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
 			name = line[:i]
 		}
-		rest := line[len(name):]
+		rest, series := line[len(name):], ""
 		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
-			rest = rest[j+1:]
+			series, rest = name+rest[:j+1], rest[j+1:]
 		}
 		f := strings.Fields(rest) // value [timestamp]
 		if len(f) == 0 {
@@ -145,16 +146,26 @@ func parseMetrics(text string) metrics {
 		}
 		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
 			m[name] += v
+			if series != "" {
+				m[series] = v
+			}
 		}
 	}
 	return m
 }
 
 // mean is the mean of histogram name between two scrapes, and its count.
+// A name may end in a label set, as in name{step="claim"}: then only that
+// series counts.
 func mean(before, after metrics, name string) (float64, float64) {
-	n := after[name+"_count"] - before[name+"_count"]
+	labels := ""
+	if i := strings.IndexByte(name, '{'); i >= 0 {
+		name, labels = name[:i], name[i:]
+	}
+	count, sum := name+"_count"+labels, name+"_sum"+labels
+	n := after[count] - before[count]
 	if n <= 0 {
 		return 0, 0
 	}
-	return (after[name+"_sum"] - before[name+"_sum"]) / n, n
+	return (after[sum] - before[sum]) / n, n
 }

@@ -33,6 +33,14 @@ type LatencyRun struct {
 	// histograms over the run, as a cross-check.
 	MetricsQueueWaitMs float64 `json:"metrics_queue_wait_mean_ms"`
 	MetricsEndToEndMs  float64 `json:"metrics_end_to_end_mean_ms"`
+	// MetricsClaimMs and MetricsDeliverMs are the means of the coordinator's
+	// dts_dispatch_step_seconds for the claim statement and the Redis
+	// delivery over the run: the dispatch round's two steps.
+	MetricsClaimMs   float64 `json:"metrics_claim_mean_ms"`
+	MetricsDeliverMs float64 `json:"metrics_deliver_mean_ms"`
+	// Resources is every process's CPU and memory during the submits:
+	// how much of the machine this offered load takes.
+	Resources Usage `json:"resources"`
 }
 
 type latencyTarget struct {
@@ -120,6 +128,8 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 	}
 	total := int(t.rate * cfg.LatencyDuration.Seconds())
 	var late int64
+	s := c.newSampler()
+	s.start()
 	start := time.Now()
 	for k := 0; k < total && ctx.Err() == nil; {
 		// Every request due by now, then sleep until the next is due.
@@ -136,6 +146,8 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 	close(due)
 	wg.Wait()
 	run.Seconds = time.Since(start).Seconds()
+	run.Resources = s.stop(int64(len(ids)))
+	sortUse(&run.Resources)
 	run.Submitted, run.Errors, run.Late = len(ids), errs.Load(), late
 	run.AchievedRate = float64(len(ids)) / cfg.LatencyDuration.Seconds()
 	run.HTTP = percentiles(httpLat)
@@ -157,6 +169,9 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 		qw, _ := mean(before, after, "dts_queue_wait_seconds")
 		e2e, _ := mean(before, after, "dts_end_to_end_seconds")
 		run.MetricsQueueWaitMs, run.MetricsEndToEndMs = 1000*qw, 1000*e2e
+		claim, _ := mean(before, after, `dts_dispatch_step_seconds{step="claim"}`)
+		deliver, _ := mean(before, after, `dts_dispatch_step_seconds{step="deliver"}`)
+		run.MetricsClaimMs, run.MetricsDeliverMs = 1000*claim, 1000*deliver
 	}
 	return run, nil
 }

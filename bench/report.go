@@ -72,10 +72,15 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if len(r.Latency) > 0 {
 		p("")
 		p("LATENCY: single jobs via POST /submit_job at a fixed rate (open loop); ms; delays from PostgreSQL timestamps")
-		p("  offered\tachieved/s\tjobs\tlate\terrors\tsubmit->start p50 / p95 / p99 / max\tsubmit->finish p50 / p95 / p99 / max\thttp p50 / p99\tmetrics mean wait / e2e")
+		p("  offered\tachieved/s\tjobs\tlate\terrors\tsubmit->start p50 / p95 / p99 / max\tsubmit->finish p50 / p95 / p99 / max\thttp p50 / p99\tmetrics mean wait / e2e\tmean claim / deliver")
 		for _, l := range r.Latency {
-			p("  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f / %.1f\t%.1f / %.1f", l.Label, num(l.AchievedRate), l.Submitted, l.Late, l.Errors,
-				pct(l.SubmitToStart), pct(l.SubmitToFinish), l.HTTP.P50, l.HTTP.P99, l.MetricsQueueWaitMs, l.MetricsEndToEndMs)
+			p("  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f / %.1f\t%.1f / %.1f\t%.2f / %.2f", l.Label, num(l.AchievedRate), l.Submitted, l.Late, l.Errors,
+				pct(l.SubmitToStart), pct(l.SubmitToFinish), l.HTTP.P50, l.HTTP.P99, l.MetricsQueueWaitMs, l.MetricsEndToEndMs,
+				l.MetricsClaimMs, l.MetricsDeliverMs)
+		}
+		w.Flush()
+		for _, l := range r.Latency {
+			writeUsage(out, "resources at "+l.Label, l.Resources, m.CPUs)
 		}
 	}
 	if rc := r.Recovery; rc != nil {

@@ -63,6 +63,14 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool,
 	// leased in lease.go); a custom plan built from stale statistics can be
 	// quadratic.
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	// No JIT compilation: every statement here is short, and a plan whose
+	// cost is above jit_above_cost gets compiled with inlining and
+	// optimization on each run. PinIndexPlans makes any plan that must
+	// still scan a table cost 10^10, so the coordinator's one-second sync
+	// of a three-row workers table spent 190 ms compiling, every second,
+	// taking a fifth of a core and adding tens of milliseconds to job
+	// starts at 1,000 jobs/s.
+	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	for _, o := range opts {
 		o(cfg)
 	}
