@@ -119,9 +119,18 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 
 // insert creates the jobs in one statement, answers each with its id and
 // state (an earlier job's for a matching idempotency key), and wakes the
-// coordinator if anything was created.
+// coordinator if anything was created. A single job shares its statement
+// with concurrent submissions (insertBatcher).
 func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]wire.SubmitResponse, int, error) {
-	res, err := s.store.JobInsert(ctx, params)
+	var res []store.JobInsertResult
+	var err error
+	if len(params) == 1 {
+		var r store.JobInsertResult
+		r, err = s.inserts.Insert(ctx, params[0])
+		res = []store.JobInsertResult{r}
+	} else {
+		res, err = s.store.JobInsert(ctx, params)
+	}
 	if err != nil {
 		return nil, 0, s.storeError("insert", err)
 	}

@@ -11,6 +11,7 @@ type metrics struct {
 	submitted    prometheus.Counter
 	deduplicated prometheus.Counter
 	wakeErrors   prometheus.Counter
+	insertRows   prometheus.Histogram
 	storeErrors  *prometheus.CounterVec
 	redisErrors  *prometheus.CounterVec
 }
@@ -29,6 +30,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "dts_submit_wake_errors_total",
 			Help: "Wake-ups to the coordinator that failed to publish (dispatch then waits for its next poll).",
 		}),
+		insertRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "dts_submit_insert_rows",
+			Help:    "Single-job submissions per INSERT: concurrent ones share a statement and a commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dts_store_errors_total",
 			Help: "Unexpected PostgreSQL errors, by operation.",
@@ -38,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Redis errors, by operation.",
 		}, []string{"op"}),
 	}
-	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.storeErrors, m.redisErrors)
+	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.insertRows, m.storeErrors, m.redisErrors)
 	// Export every series from the start, so that rate() sees the first error.
 	for _, op := range []string{"insert", "state_get", "get", "list", "dead_list", "stats", "cancel", "requeue", "ping",
 		"audit", "audit_list", "token_create", "token_list", "token_revoke"} {

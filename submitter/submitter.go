@@ -59,6 +59,7 @@ type Server struct {
 	metrics  *metrics
 	handler  http.Handler
 	tokens   *TokenAdmin
+	inserts  *insertBatcher // single submissions, coalesced
 
 	authn    httpx.Authenticator // nil: auth is off
 	limiter  *httpx.RateLimiter  // per caller; nil: no limit
@@ -112,6 +113,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if cfg.RateLimitRPS > 0 {
 		s.limiter = httpx.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, nil)
 	}
+	s.inserts = newInsertBatcher(st.JobInsert, insertFlushers, maxInsertRows, insertTimeout,
+		func(n int) { s.metrics.insertRows.Observe(float64(n)) })
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
 	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})
@@ -180,6 +183,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
+		s.inserts.Close()
 		s.stopWaker()
 		<-s.wakerDone
 		_ = s.queue.Close() // only fails if already closed

@@ -62,6 +62,10 @@ var (
 	ErrNotFound  = errors.New("not found")
 	ErrConflict  = errors.New("conflict")
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrRefused says PostgreSQL answered a statement with an error: the
+	// statement was rolled back and wrote nothing (unlike a lost
+	// connection, after which a commit may or may not have happened).
+	ErrRefused = errors.New("refused by the database")
 )
 
 // Job is one unit of work and everything PostgreSQL knows about it.

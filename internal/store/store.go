@@ -111,8 +111,11 @@ func interpretError(err error) error {
 		return job.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
-		return fmt.Errorf("%w: %s", job.ErrConflict, pgErr.Message)
+	if errors.As(err, &pgErr) {
+		if pgErr.Code == "23505" { // unique_violation
+			return fmt.Errorf("%w: %w: %s", job.ErrConflict, job.ErrRefused, pgErr.Message)
+		}
+		return fmt.Errorf("%w: %w", job.ErrRefused, err)
 	}
 	return err
 }
