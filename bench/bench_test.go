@@ -58,7 +58,13 @@ func TestQuickRun(t *testing.T) {
 
 	s := rep.Sustained
 	if s == nil || s.CompletedRate <= 0 || s.SubmitRate <= 0 || s.Seconds <= 0 || s.SubmitErrors != 0 {
-		t.Errorf("sustained: %+v", s)
+		t.Fatalf("sustained: %+v", s)
+	}
+	// Unpaced clients, held back only by the bound on unfinished jobs
+	// (each may have one batch on its way when it is reached).
+	def := cfg.WithDefaults()
+	if most := int64(def.SustainedBacklog + def.SubmitClients*def.BatchSize); s.BacklogStart > most || s.BacklogEnd > most {
+		t.Errorf("sustained: backlog %d at the start and %d at the end, want at most %d", s.BacklogStart, s.BacklogEnd, most)
 	}
 
 	if len(rep.Latency) != 2 { // 50/s, then half the sustained rate capped at 100/s

@@ -76,6 +76,13 @@ type Config struct {
 	// jobs per second over all clients; 0 (the default) means as fast as
 	// the submitter answers.
 	SustainedRate float64
+	// SustainedBacklog bounds the unfinished jobs of the sustained scenario:
+	// a client posts its next batch only while fewer than this many of the
+	// jobs it and the others submitted are unfinished, so submission is
+	// matched to the rate the cluster works them (as River's benchmark
+	// keeps 75,000 jobs available). Default 50,000; negative: no bound,
+	// the clients post as fast as they are answered (a flood).
+	SustainedBacklog int
 	// BacklogTimeout bounds the wait for the sustained scenario's backlog
 	// to clear. Default 15 minutes.
 	BacklogTimeout time.Duration
@@ -115,7 +122,7 @@ func Quick(cfg Config) Config {
 	cfg.DrainTimeout = time.Minute
 	cfg.SustainedDuration = 3 * time.Second
 	cfg.SustainedWarmup = time.Second
-	cfg.SustainedRate = 1000
+	cfg.SustainedBacklog = 2000
 	cfg.BacklogTimeout = time.Minute
 	cfg.LatencyRates = []float64{50}
 	cfg.LatencyMaxRate = 100
@@ -142,6 +149,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.DrainTimeout, 10*time.Minute)
 	setDur(&c.SustainedDuration, 60*time.Second)
 	setDur(&c.SustainedWarmup, 5*time.Second)
+	setInt(&c.SustainedBacklog, 50_000)
 	setDur(&c.BacklogTimeout, 15*time.Minute)
 	if len(c.LatencyRates) == 0 {
 		c.LatencyRates = []float64{100, 1000}

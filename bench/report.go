@@ -51,9 +51,12 @@ func (r *Report) WriteTable(out io.Writer) error {
 	}
 	if s := r.Sustained; s != nil {
 		p("")
-		pace := "back to back"
+		pace := "back to back, unbounded (a flood)"
+		if s.BacklogBound > 0 {
+			pace = "while fewer than " + num(float64(s.BacklogBound)) + " jobs are unfinished"
+		}
 		if s.OfferedRate > 0 {
-			pace = "paced to " + num(s.OfferedRate) + " jobs/s"
+			pace += ", paced to " + num(s.OfferedRate) + " jobs/s"
 		}
 		p("SUSTAINED: %d clients posting %d-job batches %s; %.0f s window after %.0f s warm-up",
 			st.SubmitClients, st.BatchSize, pace, s.Seconds, s.WarmupSeconds)

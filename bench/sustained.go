@@ -2,18 +2,21 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // SustainedResult is the sustained scenario: SubmitClients clients post
-// noop batches back to back (each as soon as the previous one is answered,
-// or paced to SustainedRate) while the workers run; the window opens after
-// a warm-up.
+// noop batches while the workers run, each as soon as the previous one is
+// answered and fewer than SustainedBacklog jobs are unfinished (or paced to
+// SustainedRate); the window opens after a warm-up.
 type SustainedResult struct {
 	// OfferedRate is the configured cap, 0 for none.
-	OfferedRate   float64 `json:"offered_rate,omitempty"`
+	OfferedRate float64 `json:"offered_rate,omitempty"`
+	// BacklogBound is the configured bound on unfinished jobs, 0 for none.
+	BacklogBound  int     `json:"backlog_bound,omitempty"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	Seconds       float64 `json:"seconds"`
 	// Submitted and SubmitRate: jobs accepted inside the window.
@@ -47,12 +50,26 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 			return nil, err
 		}
 	}
-	res := &SustainedResult{WarmupSeconds: cfg.SustainedWarmup.Seconds(), OfferedRate: cfg.SustainedRate}
+	res := &SustainedResult{WarmupSeconds: cfg.SustainedWarmup.Seconds(), OfferedRate: cfg.SustainedRate,
+		BacklogBound: max(cfg.SustainedBacklog, 0)}
 	body := batchBody(noopJob, cfg.BatchSize)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var submitted, errs, offered atomic.Int64
 	var wg sync.WaitGroup
+	// full tells whether the jobs submitted (and being submitted)
+	// minus those completed reach the bound; always false without one.
+	var sending atomic.Int64
+	full := func() bool { return false }
+	if res.BacklogBound > 0 {
+		done, err := c.watchCompleted(loadCtx)
+		if err != nil {
+			return nil, err
+		}
+		full = func() bool {
+			return submitted.Load()+sending.Load()-done.Load() >= int64(res.BacklogBound)
+		}
+	}
 	loadStart := time.Now()
 	for range cfg.SubmitClients {
 		wg.Add(1)
@@ -63,7 +80,12 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 					k := offered.Add(int64(cfg.BatchSize)) - int64(cfg.BatchSize)
 					sleepCtx(loadCtx, time.Until(loadStart.Add(time.Duration(float64(k)/cfg.SustainedRate*float64(time.Second)))))
 				}
+				for loadCtx.Err() == nil && full() {
+					sleepCtx(loadCtx, 10*time.Millisecond)
+				}
+				sending.Add(int64(cfg.BatchSize))
 				ids, err := c.client.submitBatch(loadCtx, body)
+				sending.Add(-int64(cfg.BatchSize))
 				if err != nil {
 					if loadCtx.Err() == nil {
 						errs.Add(1)
@@ -131,6 +153,49 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 		res.BacklogClearRate = float64(res.BacklogEnd) / res.BacklogClearSeconds
 	}
 	return res, nil
+}
+
+// watchCompleted counts the attempts the running workers complete from now
+// on, by reading their dts_worker_attempts_total every 20 ms until ctx
+// ends. Workers count in memory; the coordinator's /metrics would run
+// count queries in PostgreSQL, the database this scenario measures.
+func (c *cluster) watchCompleted(ctx context.Context) (*atomic.Int64, error) {
+	workers := c.runningWorkers()
+	read := func() (float64, error) {
+		total := 0.0
+		for _, w := range workers {
+			m, err := c.client.scrape(ctx, w.url)
+			if err != nil {
+				return 0, err
+			}
+			for k, v := range m {
+				if strings.HasPrefix(k, "dts_worker_attempts_total{") && strings.Contains(k, `outcome="completed"`) {
+					total += v
+				}
+			}
+		}
+		return total, nil
+	}
+	base, err := read()
+	if err != nil {
+		return nil, err
+	}
+	var done atomic.Int64
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := read(); err == nil {
+				done.Store(int64(n - base))
+			}
+		}
+	}()
+	return &done, nil
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -60,6 +60,7 @@ func run() error {
 	flag.DurationVar(&cfg.SustainedDuration, "sustained", def.SustainedDuration, "measured window of the sustained scenario")
 	flag.DurationVar(&cfg.SustainedWarmup, "warmup", def.SustainedWarmup, "load before the sustained window opens")
 	flag.Float64Var(&cfg.SustainedRate, "sustained-rate", def.SustainedRate, "cap on the sustained scenario's offered load, jobs/s (0: as fast as accepted)")
+	flag.IntVar(&cfg.SustainedBacklog, "sustained-backlog", def.SustainedBacklog, "post batches only while fewer jobs than this are unfinished (-1: no bound, a flood)")
 	flag.DurationVar(&cfg.BacklogTimeout, "backlog-timeout", def.BacklogTimeout, "give up waiting for the sustained backlog to clear after this long")
 	flag.DurationVar(&cfg.LatencyDuration, "latency-duration", def.LatencyDuration, "length of each latency run")
 	flag.Float64Var(&cfg.LatencyMaxRate, "latency-max-rate", def.LatencyMaxRate, "cap on every latency run's rate, jobs/s (0: none)")
