@@ -57,6 +57,15 @@ type Config struct {
 	// MaxConcurrentRequests caps API requests in progress; more are
 	// answered 503 overloaded at once. Default 512; negative: no cap.
 	MaxConcurrentRequests int
+	// MaxBacklog bounds the due jobs waiting for a worker: while at least
+	// this many wait, submissions are answered 503 backlog_full with
+	// Retry-After, so that clients faster than the workers cannot take the
+	// database from them. Approximate: counted every BacklogCheckInterval.
+	// Default 0: no bound (the queue absorbs any burst).
+	MaxBacklog int64
+	// BacklogCheckInterval is how often the backlog is counted when
+	// MaxBacklog is set. Default 1s.
+	BacklogCheckInterval time.Duration
 }
 
 // Defaults.
@@ -95,6 +104,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.WriteTimeout, 30*time.Second)
 	def(&c.IdleTimeout, 120*time.Second)
 	def(&c.ShutdownTimeout, 10*time.Second)
+	def(&c.BacklogCheckInterval, time.Second)
 	if c.RateLimitRPS == 0 {
 		c.RateLimitRPS = DefaultRateLimitRPS
 	}
@@ -139,6 +149,7 @@ func (c Config) validate() error {
 	}{
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout}, {"ReadTimeout", c.ReadTimeout}, {"WriteTimeout", c.WriteTimeout},
 		{"IdleTimeout", c.IdleTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
+		{"BacklogCheckInterval", c.BacklogCheckInterval},
 	} {
 		if d.d < 0 {
 			bad(d.name, "must not be negative, got %s", d.d)
@@ -146,6 +157,9 @@ func (c Config) validate() error {
 	}
 	if err := c.Auth.Validate(); err != nil {
 		bad("Auth", "%v", err)
+	}
+	if c.MaxBacklog < 0 {
+		bad("MaxBacklog", "must not be negative (0: no bound), got %d", c.MaxBacklog)
 	}
 	if c.RateLimitRPS > 0 && c.RateLimitBurst < 1 {
 		bad("RateLimitBurst", "must be positive, got %d", c.RateLimitBurst)

@@ -80,6 +80,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.admit(w); err != nil {
+		return err
+	}
 	resps, created, err := s.insert(r.Context(), []store.JobInsertParams{p})
 	if err != nil {
 		return err
@@ -105,6 +108,9 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.admit(w); err != nil {
+		return err
+	}
 	resps, created, err := s.insert(r.Context(), params)
 	if err != nil {
 		return err
@@ -115,6 +121,19 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, status, wire.BatchSubmitResponse{Jobs: resps})
 	return nil
+}
+
+// admit refuses a submission while the due jobs are at Config.MaxBacklog
+// (backlogGuard). It runs after validation, so bad input still gets its
+// 4xx, and before any write.
+func (s *Server) admit(w http.ResponseWriter) error {
+	if s.backlog.admit() {
+		return nil
+	}
+	s.metrics.backlogFull.Inc()
+	w.Header().Set("Retry-After", "1")
+	return httpx.Errorf(http.StatusServiceUnavailable, wire.CodeBacklogFull,
+		"%d or more jobs are waiting for a worker (max_backlog); retry later", s.cfg.MaxBacklog)
 }
 
 // insert creates the jobs in one statement, answers each with its id and

@@ -12,6 +12,7 @@ type metrics struct {
 	deduplicated prometheus.Counter
 	wakeErrors   prometheus.Counter
 	insertRows   prometheus.Histogram
+	backlogFull  prometheus.Counter
 	storeErrors  *prometheus.CounterVec
 	redisErrors  *prometheus.CounterVec
 }
@@ -35,6 +36,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Single-job submissions per INSERT: concurrent ones share a statement and a commit.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
+		backlogFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dts_submit_backlog_full_total",
+			Help: "Submission requests refused (503 backlog_full) because the due jobs reached MAX_BACKLOG.",
+		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dts_store_errors_total",
 			Help: "Unexpected PostgreSQL errors, by operation.",
@@ -44,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Redis errors, by operation.",
 		}, []string{"op"}),
 	}
-	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.insertRows, m.storeErrors, m.redisErrors)
+	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.insertRows, m.backlogFull, m.storeErrors, m.redisErrors)
 	// Export every series from the start, so that rate() sees the first error.
 	for _, op := range []string{"insert", "state_get", "get", "list", "dead_list", "stats", "cancel", "requeue", "ping",
 		"audit", "audit_list", "token_create", "token_list", "token_revoke"} {

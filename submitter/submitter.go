@@ -60,6 +60,7 @@ type Server struct {
 	handler  http.Handler
 	tokens   *TokenAdmin
 	inserts  *insertBatcher // single submissions, coalesced
+	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
 
 	authn    httpx.Authenticator // nil: auth is off
 	limiter  *httpx.RateLimiter  // per caller; nil: no limit
@@ -115,6 +116,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	}
 	s.inserts = newInsertBatcher(st.JobInsert, insertFlushers, maxInsertRows, insertTimeout,
 		func(n int) { s.metrics.insertRows.Observe(float64(n)) })
+	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
 	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})
@@ -184,6 +186,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
 		s.inserts.Close()
+		s.backlog.Close()
 		s.stopWaker()
 		<-s.wakerDone
 		_ = s.queue.Close() // only fails if already closed

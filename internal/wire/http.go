@@ -144,6 +144,7 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: reserved; the submitter ignores Content-Type
 	CodeNotReady             = "not_ready"              // 503 from /readyz: a dependency is down or the server is stopping
 	CodeUnavailable          = "unavailable"            // 503: a dependency timed out
+	CodeBacklogFull          = "backlog_full"           // 503: more due jobs wait than the submitter's MAX_BACKLOG; see Retry-After
 	CodeCanceled             = "canceled"               // 499: the client went away first (logs and metrics only)
 	CodeInternal             = "internal"               // 500: details are in the server log only
 )

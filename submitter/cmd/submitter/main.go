@@ -146,6 +146,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"requests a caller may send at once above its rate (RATE_LIMIT_BURST)")
 	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", e.Int("MAX_CONCURRENT_REQUESTS", submitter.DefaultMaxConcurrentRequests),
 		"API requests in progress before 503 overloaded; negative: no cap (MAX_CONCURRENT_REQUESTS)")
+	fs.Int64Var(&cfg.MaxBacklog, "max-backlog", int64(e.Int("MAX_BACKLOG", 0)),
+		"due jobs waiting for a worker before submissions get 503 backlog_full; 0: no bound (MAX_BACKLOG)")
 	if err := e.Err(); err != nil {
 		return cfg, err
 	}
