@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,6 +49,9 @@ func (c *client) post(ctx context.Context, path string, body []byte, out any) er
 	if err != nil {
 		return fmt.Errorf("POST %s: read answer: %w", path, err)
 	}
+	if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(b, []byte(`"backlog_full"`)) {
+		return errBacklogFull
+	}
 	if resp.StatusCode != http.StatusCreated {
 		return fmt.Errorf("POST %s: status %d: %.300s", path, resp.StatusCode, b)
 	}
@@ -56,6 +60,10 @@ func (c *client) post(ctx context.Context, path string, body []byte, out any) er
 	}
 	return nil
 }
+
+// errBacklogFull is the submitter's 503 backlog_full: its MAX_BACKLOG
+// admission control refused the jobs (run with -service-env MAX_BACKLOG=N).
+var errBacklogFull = errors.New("503 backlog_full")
 
 // submitBatch posts a prepared JSON array of jobs to /submit_jobs and
 // returns the new job ids.

@@ -61,7 +61,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 		p("SUSTAINED: %d clients posting %d-job batches %s; %.0f s window after %.0f s warm-up",
 			st.SubmitClients, st.BatchSize, pace, s.Seconds, s.WarmupSeconds)
 		p("  completed in window\t%s\t%s jobs/s", num(float64(s.Completed)), num(s.CompletedRate))
-		p("  submitted in window\t%s\t%s jobs/s\t(%d submit errors)", num(float64(s.Submitted)), num(s.SubmitRate), s.SubmitErrors)
+		p("  submitted in window\t%s\t%s jobs/s\t(%d submit errors, %d batches refused 503 backlog_full)", num(float64(s.Submitted)), num(s.SubmitRate), s.SubmitErrors, s.Refused)
 		p("  backlog at window start / end\t%s / %s", num(float64(s.BacklogStart)), num(float64(s.BacklogEnd)))
 		if s.BacklogClearRate > 0 {
 			p("  backlog then cleared in\t%.1f s\t%s jobs/s", s.BacklogClearSeconds, num(s.BacklogClearRate))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,10 @@ type SustainedResult struct {
 	BacklogClearSeconds float64 `json:"backlog_clear_seconds"`
 	BacklogClearRate    float64 `json:"backlog_clear_rate"`
 	SubmitErrors        int64   `json:"submit_errors"`
+	// Refused counts batches the submitter refused 503 backlog_full
+	// (only with -service-env MAX_BACKLOG=N); their clients retried after
+	// 100 ms.
+	Refused int64 `json:"refused_batches,omitempty"`
 	// Resources is resource use during the window, BacklogResources while
 	// the backlog cleared (per 100,000 jobs of each).
 	Resources        Usage `json:"resources"`
@@ -55,7 +60,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 	body := batchBody(noopJob, cfg.BatchSize)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	var submitted, errs, offered atomic.Int64
+	var submitted, errs, refused, offered atomic.Int64
 	var wg sync.WaitGroup
 	// full tells whether the jobs submitted (and being submitted)
 	// minus those completed reach the bound; always false without one.
@@ -87,6 +92,11 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 				ids, err := c.client.submitBatch(loadCtx, body)
 				sending.Add(-int64(cfg.BatchSize))
 				if err != nil {
+					if errors.Is(err, errBacklogFull) {
+						refused.Add(1)
+						sleepCtx(loadCtx, 100*time.Millisecond)
+						continue
+					}
 					if loadCtx.Err() == nil {
 						errs.Add(1)
 						sleepCtx(loadCtx, 100*time.Millisecond)
@@ -127,7 +137,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 	res.Submitted, res.Completed = s1-s0, c1-c0
 	res.SubmitRate = float64(res.Submitted) / res.Seconds
 	res.CompletedRate = float64(res.Completed) / res.Seconds
-	res.SubmitErrors = errs.Load()
+	res.SubmitErrors, res.Refused = errs.Load(), refused.Load()
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
