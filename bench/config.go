@@ -80,7 +80,7 @@ type Config struct {
 	// a client posts its next batch only while fewer than this many of the
 	// jobs it and the others submitted are unfinished, so submission is
 	// matched to the rate the cluster works them (as River's benchmark
-	// keeps 75,000 jobs available). Default 50,000; negative: no bound,
+	// keeps 75,000 jobs available). Default 75,000; negative: no bound,
 	// the clients post as fast as they are answered (a flood).
 	SustainedBacklog int
 	// BacklogTimeout bounds the wait for the sustained scenario's backlog
@@ -149,7 +149,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.DrainTimeout, 10*time.Minute)
 	setDur(&c.SustainedDuration, 60*time.Second)
 	setDur(&c.SustainedWarmup, 5*time.Second)
-	setInt(&c.SustainedBacklog, 50_000)
+	setInt(&c.SustainedBacklog, 75_000)
 	setDur(&c.BacklogTimeout, 15*time.Minute)
 	if len(c.LatencyRates) == 0 {
 		c.LatencyRates = []float64{100, 1000}
