@@ -251,8 +251,11 @@ apt_install() {
 # PG_TUNING: server settings for a job queue's write load. Durability stays
 # at PostgreSQL's defaults (fsync on, synchronous_commit on); these only give
 # it memory and fewer checkpoints, which keeps a large backlog draining at
-# full speed (docs/benchmarks.md). Override with PG_TUNING=... make up.
-PG_TUNING=${PG_TUNING:--c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=15min}
+# full speed, and let autovacuum visit each database every 5 s instead of
+# every minute: the jobs table's dead rows slow every claim until a vacuum
+# removes them (docs/benchmarks.md, docs/operations.md). Override with
+# PG_TUNING=... make up.
+PG_TUNING=${PG_TUNING:--c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=15min -c autovacuum_naptime=5s}
 
 # find_pg_bin: the directory with initdb, pg_ctl and postgres.
 find_pg_bin() {
