@@ -18,7 +18,9 @@
 //
 // What must stay true:
 //   - A request is validated completely before any write; a batch is
-//     inserted by one statement, all or nothing.
+//     inserted by one statement, all or nothing. Concurrent single
+//     submissions may share a statement (insertBatcher); each is still
+//     answered only after the commit of its row.
 //   - The submitter never changes a leased job's state itself: cancel
 //     records the request in PostgreSQL and asks the job's worker to stop.
 //   - No metric label carries user input.
