@@ -62,9 +62,10 @@ var (
 	ErrNotFound  = errors.New("not found")
 	ErrConflict  = errors.New("conflict")
 	ErrLeaseLost = errors.New("lease lost")
-	// ErrRefused says PostgreSQL answered a statement with an error: the
+	// ErrRefused says PostgreSQL answered a statement with an ERROR: the
 	// statement was rolled back and wrote nothing (unlike a lost
-	// connection, after which a commit may or may not have happened).
+	// connection or a FATAL, after which a commit may or may not have
+	// happened).
 	ErrRefused = errors.New("refused by the database")
 )
 

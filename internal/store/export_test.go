@@ -5,3 +5,6 @@ import "github.com/jackc/pgx/v5/pgxpool"
 // Pool exposes the store's pool to the external tests, which need the
 // store's own sessions (plans_test.go).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// InterpretError exposes interpretError to the external tests.
+var InterpretError = interpretError

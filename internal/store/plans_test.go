@@ -1,9 +1,12 @@
 package store_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/pgtest"
@@ -123,5 +126,34 @@ func TestPoolSessionsNeverJITCompile(t *testing.T) {
 		if strings.Contains(l, "JIT") {
 			t.Fatalf("the plan would be JIT-compiled: %q", lines)
 		}
+	}
+}
+
+// A statement PostgreSQL rejects with an ERROR wrote nothing and says so
+// (job.ErrRefused); a unique violation is also a conflict; an error that
+// ends the session (FATAL: the commit may have happened) is not "refused".
+func TestRefusedErrors(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := store.Open(ctx, pgtest.NewDatabase(t), 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	long := strings.Repeat("x", 200) // the CHECK allows 128 characters
+	if _, err := s.JobInsert(ctx, []store.JobInsertParams{{Name: long}}); !errors.Is(err, job.ErrRefused) {
+		t.Errorf("CHECK violation: %v, want job.ErrRefused", err)
+	}
+	if _, err := s.JobInsert(ctx, []store.JobInsertParams{{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Pool().Exec(ctx, `INSERT INTO jobs (id, name) SELECT id, name FROM jobs LIMIT 1`)
+	if err = store.InterpretError(err); !errors.Is(err, job.ErrConflict) || !errors.Is(err, job.ErrRefused) {
+		t.Errorf("unique violation: %v, want job.ErrConflict and job.ErrRefused", err)
+	}
+	err = store.InterpretError(&pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01",
+		Message: "terminating connection due to administrator command"})
+	if errors.Is(err, job.ErrRefused) {
+		t.Errorf("FATAL: %v, must not be job.ErrRefused", err)
 	}
 }

@@ -115,9 +115,22 @@ func interpretError(err error) error {
 		if pgErr.Code == "23505" { // unique_violation
 			return fmt.Errorf("%w: %w: %s", job.ErrConflict, job.ErrRefused, pgErr.Message)
 		}
-		return fmt.Errorf("%w: %w", job.ErrRefused, err)
+		// An ERROR aborts the statement and the session goes on; a FATAL
+		// (the server ending the session, say at shutdown) can come after
+		// a commit, so what was written is unknown.
+		if severity(pgErr) == "ERROR" {
+			return fmt.Errorf("%w: %w", job.ErrRefused, err)
+		}
 	}
 	return err
+}
+
+// severity is the untranslated severity of a server message.
+func severity(e *pgconn.PgError) string {
+	if e.SeverityUnlocalized != "" {
+		return e.SeverityUnlocalized
+	}
+	return e.Severity
 }
 
 func millis(d time.Duration) int64 { return d.Milliseconds() }
