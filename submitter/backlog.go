@@ -20,15 +20,18 @@ import (
 // bound, the accepted rate falls to the rate the workers finish jobs.
 //
 // The count stops at the bound, so its cost does not grow with the
-// backlog. The check is approximate: jobs accepted between two counts may
-// overshoot the bound by up to one interval's worth. Jobs already accepted
-// are never affected; the bound only refuses new ones.
+// backlog. Between two counts the guard adds the jobs this submitter
+// accepted, so a flood cannot overshoot the bound by a whole interval's
+// worth; it may still overshoot by the requests in flight, and by what
+// other submitters accept meanwhile. Jobs already accepted are never
+// affected; the bound only refuses new ones.
 type backlogGuard struct {
 	count    func(ctx context.Context, limit int64) (int64, error)
 	max      int64
 	interval time.Duration
 	log      *slog.Logger
-	full     atomic.Bool
+	due      atomic.Int64 // the last count plus the jobs accepted since
+	refusing bool         // what the last count said (run's goroutine only): for the log
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -50,7 +53,14 @@ func newBacklogGuard(count func(context.Context, int64) (int64, error), max int6
 }
 
 // admit reports whether a submission may be inserted now.
-func (g *backlogGuard) admit() bool { return !g.full.Load() }
+func (g *backlogGuard) admit() bool { return g.max <= 0 || g.due.Load() < g.max }
+
+// accepted records n jobs just created, until the next count sees them.
+func (g *backlogGuard) accepted(n int) {
+	if g.max > 0 {
+		g.due.Add(int64(n))
+	}
+}
 
 // Close stops counting.
 func (g *backlogGuard) Close() {
@@ -84,8 +94,9 @@ func (g *backlogGuard) check(ctx context.Context) {
 		}
 		return
 	}
-	full := n >= g.max
-	if was := g.full.Swap(full); was != full {
+	g.due.Store(n)
+	if full := n >= g.max; full != g.refusing {
+		g.refusing = full
 		if full {
 			g.log.Warn("backlog at its bound: refusing submissions until workers catch up", "due_jobs", n, "max_backlog", g.max)
 		} else {

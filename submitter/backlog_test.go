@@ -70,3 +70,25 @@ func TestMaxBacklogRefusesSubmissionsUntilWorkersCatchUp(t *testing.T) {
 		return status == http.StatusCreated
 	})
 }
+
+// Between two counts the submitter adds the due jobs it accepted itself,
+// so a burst cannot run past the bound while it waits for the next count;
+// delayed jobs are not added.
+func TestMaxBacklogCountsAcceptedJobsBetweenCounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *submitter.Config) {
+		c.MaxBacklog = 3
+		c.BacklogCheckInterval = time.Hour // one count, at start-up
+	})
+	e.submit(`{"name":"later","delay_seconds":3600}`)
+	for range 3 {
+		e.submit(`{"name":"a"}`)
+	}
+	status, body := e.do("POST", "/submit_job", `{"name":"a"}`)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), wire.CodeBacklogFull) {
+		t.Errorf("fourth due job with no recount: %d %s, want 503 backlog_full", status, body)
+	}
+	if n := e.jobCount(); n != 4 {
+		t.Errorf("%d jobs in the table, want 4", n)
+	}
+}

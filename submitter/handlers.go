@@ -123,6 +123,19 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// dueNow counts the jobs just created that are due at once (not delayed
+// or scheduled for later): those join the backlog that admit bounds.
+func dueNow(params []store.JobInsertParams, res []store.JobInsertResult) int {
+	now, n := time.Now(), 0
+	for i, r := range res {
+		p := params[i]
+		if r.Created && p.Delay <= 0 && (p.RunAt == nil || !p.RunAt.After(now)) {
+			n++
+		}
+	}
+	return n
+}
+
 // admit refuses a submission while the due jobs are at Config.MaxBacklog
 // (backlogGuard). It runs after validation, so bad input still gets its
 // 4xx, and before any write.
@@ -169,6 +182,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 		}
 	}
 	s.metrics.submitted.Add(float64(created))
+	s.backlog.accepted(dueNow(params, res))
 	s.metrics.deduplicated.Add(float64(len(existing)))
 	if created > 0 {
 		s.wake()
