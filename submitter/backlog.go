@@ -14,10 +14,11 @@ import (
 //
 // Why: inserts are cheaper than the claims and completions that work the
 // jobs, so clients that post as fast as they are answered can take the
-// database from the workers. On two cores a flood of 82,000 accepted jobs a
-// second cut completions from 25,000/s to 12,000/s (2,400/s with one
+// database from the workers. On two cores a flood of 97,000 accepted jobs a
+// second cut completions from 25,000/s to 15,000/s (2,400/s with one
 // submitter connection), and the backlog grew by millions a minute. With a
-// bound, the accepted rate falls to the rate the workers finish jobs.
+// bound of 100,000, the accepted rate fell to the rate the workers finish
+// jobs, and they finished 31,000 a second (docs/benchmarks.md, Overload).
 //
 // The count stops at the bound, so its cost does not grow with the
 // backlog. Between two counts the guard adds the jobs this submitter
