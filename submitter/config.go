@@ -60,7 +60,8 @@ type Config struct {
 	// MaxBacklog bounds the due jobs waiting for a worker: while at least
 	// this many wait, submissions are answered 503 backlog_full with
 	// Retry-After, so that clients faster than the workers cannot take the
-	// database from them. Approximate: counted every BacklogCheckInterval.
+	// database from them. Approximate: counted every BacklogCheckInterval,
+	// plus the due jobs this submitter accepted since the last count.
 	// Default 0: no bound (the queue absorbs any burst).
 	MaxBacklog int64
 	// BacklogCheckInterval is how often the backlog is counted when
