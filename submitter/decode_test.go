@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/job"
 )
 
 func TestNormalizePayload(t *testing.T) {
@@ -41,8 +42,8 @@ func TestNormalizePayload(t *testing.T) {
 		{`0.` + strings.Repeat("0", 16383), `0.` + strings.Repeat("0", 16383), "", 0},
 		{`0.` + strings.Repeat("0", 16384), "", "out of range", 0},
 		{`1e99999999999999999999`, "", "out of range", 0},
-		{strings.Repeat("[", maxPayloadDepth) + strings.Repeat("]", maxPayloadDepth), strings.Repeat("[", maxPayloadDepth) + strings.Repeat("]", maxPayloadDepth), "", 0},
-		{strings.Repeat(`{"a":`, maxPayloadDepth+1) + "1" + strings.Repeat("}", maxPayloadDepth+1), "", "nested deeper", 0},
+		{strings.Repeat("[", job.MaxJSONDepth) + strings.Repeat("]", job.MaxJSONDepth), strings.Repeat("[", job.MaxJSONDepth) + strings.Repeat("]", job.MaxJSONDepth), "", 0},
+		{strings.Repeat(`{"a":`, job.MaxJSONDepth+1) + "1" + strings.Repeat("}", job.MaxJSONDepth+1), "", "nested deeper", 0},
 		{`"` + strings.Repeat("x", 98) + `"`, `"` + strings.Repeat("x", 98) + `"`, "", 100}, // exactly the limit
 		{`"` + strings.Repeat("x", 99) + `"`, "", "101 bytes", 100},
 		{`1e95`, `1e95`, "", 100},    // counted as 96 digits, plus 2 for a sign and a point
@@ -53,12 +54,12 @@ func TestNormalizePayload(t *testing.T) {
 		if limit == 0 {
 			limit = 1 << 20
 		}
-		got, err := normalizePayload(json.RawMessage(tt.in), limit)
+		got, err := job.NormalizeJSON(json.RawMessage(tt.in), limit)
 		switch {
 		case tt.want == "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("normalizePayload(%.60q) = %.60s, %v; want an error containing %q", tt.in, got, err, tt.err)
+			t.Errorf("job.NormalizeJSON(%.60q) = %.60s, %v; want an error containing %q", tt.in, got, err, tt.err)
 		case tt.want != "" && (err != nil || string(got) != tt.want):
-			t.Errorf("normalizePayload(%.60q) = %.60s, %v; want %.60s", tt.in, got, err, tt.want)
+			t.Errorf("job.NormalizeJSON(%.60q) = %.60s, %v; want %.60s", tt.in, got, err, tt.want)
 		}
 	}
 }
