@@ -29,7 +29,7 @@ FUZZTIME     ?= 30000x
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
 
-.PHONY: help build up down status logs test test-short fuzz fmt vet bench clean
+.PHONY: help build up down status logs prereqs test test-short fuzz fmt vet bench clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":.*## " } \
@@ -55,9 +55,12 @@ status: ## Show each local component: running or not, pid, URL, health
 logs: ## Show the local logs (follows on a terminal); one only with NAME=worker-1
 	@bash $(CLUSTER) logs $(NAME)
 
-test: vet ## Vet, run every test with -race (needs PostgreSQL and Redis binaries), then each fuzz target briefly
+test: prereqs vet ## Install what the tests start if missing, vet, run every test with -race, then each fuzz target briefly
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) work
 	@$(MAKE) --no-print-directory fuzz
+
+prereqs: ## Install the Debian packages the tests start (PostgreSQL, Redis, Prometheus, gcc) when missing
+	@bash deploy/local/prereqs.sh test
 
 fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 30000x executions); a crasher is saved in its testdata/fuzz
 	@set -e; for f in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Z]' $$($(GO) list -m -f '{{.Dir}}')); do \

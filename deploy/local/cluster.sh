@@ -225,29 +225,6 @@ wait_gone() {
 
 # ---------------------------------------------------------------- packages
 
-# as_root CMD...: run as root, with sudo if we are not root.
-as_root() {
-	if [[ $EUID -eq 0 ]]; then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		die "need root to run: $* (not root and no sudo); install the packages yourself or set DATABASE_URL and REDIS_URL"
-	fi
-}
-
-apt_updated=0
-apt_install() {
-	command -v apt-get >/dev/null ||
-		die "missing $*, and this is not a Debian/Ubuntu system: install $* yourself, or set DATABASE_URL and REDIS_URL to servers you run"
-	say "installing $* (apt-get)"
-	if [[ $apt_updated == 0 ]]; then
-		as_root apt-get update
-		apt_updated=1
-	fi
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
-}
-
 # PG_TUNING: server settings for a job queue's write load. Durability stays
 # at PostgreSQL's defaults (fsync on, synchronous_commit on); these only give
 # it memory and fewer checkpoints, which keeps a large backlog draining at
@@ -280,22 +257,12 @@ find_pg_bin() {
 	return 1
 }
 
+# ensure_packages: install what `make up` starts when it is missing
+# (deploy/local/prereqs.sh holds the list and says what it installed).
 ensure_packages() {
-	local missing=()
-	if [[ $EXTERNAL_STORES != 1 ]]; then
-		find_pg_bin >/dev/null || missing+=(postgresql)
-		command -v redis-server >/dev/null || missing+=(redis-server)
-	fi
-	command -v curl >/dev/null || missing+=(curl)
-	if ((${#missing[@]})); then
-		apt_install "${missing[@]}"
-		if [[ " ${missing[*]} " == *" postgresql "* ]]; then
-			warn "the Debian postgresql package may have started its own server on port 5432; if so, stop it (pg_ctlcluster --help) or use PG_PORT=5433"
-		fi
-		if [[ " ${missing[*]} " == *" redis-server "* ]]; then
-			warn "the Debian redis-server package may have started its own server on port 6379; if so, stop it or use REDIS_PORT=6380"
-		fi
-	fi
+	local profile=up
+	[[ $EXTERNAL_STORES != 1 ]] || profile=up-external
+	bash "$ROOT/deploy/local/prereqs.sh" "$profile" || die "prerequisites missing (see above)"
 	if [[ $EXTERNAL_STORES != 1 ]]; then
 		PG_BIN=$(find_pg_bin) || die "PostgreSQL server binaries (initdb, pg_ctl) not found even after installing postgresql"
 		if [[ $EUID -eq 0 ]] && ! id postgres &>/dev/null; then
@@ -557,8 +524,8 @@ fail_health() {
 
 cmd_up() {
 	local name
-	optional_components
 	ensure_packages
+	optional_components
 	check_ports
 	save_config
 	mkdir -p "$LOGS" "$PIDS"
@@ -582,9 +549,7 @@ cmd_up() {
 	start_services
 
 	for name in "${OPTIONAL[@]}"; do "start_$name"; done
-	if ! command -v prometheus >/dev/null; then
-		warn "prometheus is not installed (apt-get install -y prometheus): no metrics scraping"
-	elif [[ ! -f $PROMETHEUS_CONFIG ]]; then
+	if [[ ! -f $PROMETHEUS_CONFIG ]]; then
 		warn "$PROMETHEUS_CONFIG not found: prometheus not started"
 	fi
 	if ! grafana_bin >/dev/null; then

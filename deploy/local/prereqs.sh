@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# deploy/local/prereqs.sh: the one list of what dts needs on this machine,
+# and its installer. `make up` (through cluster.sh), `make test` and
+# .ci/run all call it, so a prerequisite is added here and nowhere else.
+#
+#   prereqs.sh [--dry-run] up        what `make up` starts: PostgreSQL,
+#                                    Redis, Prometheus, curl
+#   prereqs.sh [--dry-run] up-external  the same with DATABASE_URL and
+#                                    REDIS_URL given (no PostgreSQL, Redis)
+#   prereqs.sh [--dry-run] test      what `make test` starts or calls:
+#                                    PostgreSQL, Redis, Prometheus and
+#                                    promtool, gcc (go test -race needs
+#                                    cgo), curl, procps
+#   prereqs.sh [--dry-run] ci        test, plus make
+#
+# It installs the missing Debian packages with apt-get (apt-get update
+# first) and prints what it installed. Not root: it installs nothing and
+# stops with the exact command to run. --dry-run prints what is missing and
+# the command it would run, and changes nothing.
+#
+# It uses bash builtins only (command -v, compgen), so that it runs with any
+# PATH; DTS_PG_LIB (default /usr/lib/postgresql) is where Debian puts
+# PostgreSQL's server binaries, which are not on PATH.
+set -euo pipefail
+
+dry=0
+if [[ ${1:-} == --dry-run ]]; then
+	dry=1
+	shift
+fi
+profile=${1:-}
+pg_lib=${DTS_PG_LIB:-/usr/lib/postgresql}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# have_pg: PostgreSQL's server binaries (initdb, pg_ctl) are somewhere we look.
+have_pg() {
+	local d
+	if have pg_config; then
+		d=$(pg_config --bindir 2>/dev/null || true)
+		[[ -n $d && -x $d/initdb && -x $d/pg_ctl ]] && return 0
+	fi
+	for d in "$pg_lib"/*/bin; do
+		[[ -x $d/initdb && -x $d/pg_ctl ]] && return 0
+	done
+	have initdb && have pg_ctl
+}
+
+missing=()
+need() { # need PACKAGE CHECK...: PACKAGE is missing unless every CHECK passes
+	local pkg=$1
+	shift
+	local check
+	for check in "$@"; do
+		if ! eval "$check"; then
+			missing+=("$pkg")
+			return
+		fi
+	done
+}
+
+case $profile in
+up | up-external | test | ci) ;;
+*)
+	echo "usage: $0 [--dry-run] up|up-external|test|ci" >&2
+	exit 2
+	;;
+esac
+
+if [[ $profile != up-external ]]; then
+	need postgresql have_pg
+	need redis-server 'have redis-server'
+fi
+need prometheus 'have prometheus'
+need curl 'have curl'
+if [[ $profile == test || $profile == ci ]]; then
+	need prometheus 'have promtool' # Debian's prometheus package ships promtool
+	need gcc 'have gcc'
+	need procps 'have pgrep'
+fi
+[[ $profile != ci ]] || need make 'have make'
+
+# A package named twice (prometheus for both binaries) is installed once.
+declare -A seen=()
+pkgs=()
+for p in "${missing[@]}"; do
+	[[ -n ${seen[$p]:-} ]] || pkgs+=("$p")
+	seen[$p]=1
+done
+
+if ((${#pkgs[@]} == 0)); then
+	echo "prerequisites ($profile): all present"
+	exit 0
+fi
+
+install_cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${pkgs[*]}"
+echo "prerequisites ($profile): missing ${pkgs[*]}"
+if ((dry)); then
+	echo "would run: $install_cmd"
+	exit 0
+fi
+if ! have apt-get; then
+	echo "error: this is not a Debian/Ubuntu system (no apt-get): install ${pkgs[*]} yourself" >&2
+	exit 1
+fi
+if [[ $EUID -ne 0 ]]; then
+	echo "error: installing needs root; run this, then try again:" >&2
+	echo "  sudo sh -c '$install_cmd'" >&2
+	exit 1
+fi
+apt-get update
+DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}"
+echo "prerequisites ($profile): installed ${pkgs[*]}"
+if [[ " ${pkgs[*]} " == *" postgresql "* || " ${pkgs[*]} " == *" redis-server "* || " ${pkgs[*]} " == *" prometheus "* ]]; then
+	echo "note: Debian's packages may have started their own postgresql, redis-server or prometheus service on" \
+		"its default port; dts starts its own servers, so stop those or choose other ports (PG_PORT, REDIS_PORT, PROMETHEUS_PORT)"
+fi
