@@ -211,7 +211,10 @@ func (a *authState) snapshot(ctx context.Context, c *Coordinator, now time.Time)
 	defer cancel()
 	hashes, err := c.store.WorkerCredentialHashes(qctx)
 	if err != nil {
-		c.storeError(ctx, "load_worker_credentials", err)
+		if ctx.Err() == nil {
+			c.metrics.storeErrors.WithLabelValues("load_worker_credentials").Inc()
+			c.log.ErrorContext(ctx, "postgres operation failed", "op", "load_worker_credentials", "error", err)
+		}
 		return a.hashes, !a.loadedAt.IsZero()
 	}
 	a.hashes, a.loadedAt = hashes, now

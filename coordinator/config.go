@@ -39,8 +39,12 @@ type Config struct {
 	// ResultBatch is the most results applied in one transaction. Default 1000.
 	ResultBatch int
 	// ElectionInterval is how often a standby tries to become leader and a
-	// leader confirms it still is. Default 1s.
+	// leader renews its lease. Default 1s.
 	ElectionInterval time.Duration
+	// LeaderTTL is how long the leader lease lasts unless renewed: a
+	// standby takes over within LeaderTTL + ElectionInterval of the
+	// leader's last renewal. Default 3s; at least twice ElectionInterval.
+	LeaderTTL time.Duration
 	// RetentionCompleted is how long completed and canceled jobs are kept.
 	// Default 24h.
 	RetentionCompleted time.Duration
@@ -74,6 +78,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.LeaseDuration, 10*time.Second)
 	set(&c.PollInterval, 250*time.Millisecond)
 	set(&c.ElectionInterval, time.Second)
+	set(&c.LeaderTTL, 3*c.ElectionInterval)
 	set(&c.RetentionCompleted, 24*time.Hour)
 	set(&c.RetentionFailed, 7*24*time.Hour)
 	set(&c.CleanupInterval, time.Minute)
@@ -100,6 +105,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: RedisURL is required")
 	case c.LeaseDuration < 2*c.HeartbeatInterval:
 		return fmt.Errorf("config: LeaseDuration (%v) must be at least twice HeartbeatInterval (%v)", c.LeaseDuration, c.HeartbeatInterval)
+	case c.LeaderTTL < 2*c.ElectionInterval:
+		return fmt.Errorf("config: LeaderTTL (%v) must be at least twice ElectionInterval (%v)", c.LeaderTTL, c.ElectionInterval)
 	case c.Backoff.Base > c.Backoff.Cap:
 		return fmt.Errorf("config: Backoff.Base (%v) exceeds Backoff.Cap (%v)", c.Backoff.Base, c.Backoff.Cap)
 	}

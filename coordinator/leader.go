@@ -3,51 +3,28 @@ package coordinator
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
 )
 
-// leaderState is what exists only while this coordinator leads.
-type leaderState struct {
-	epoch   int64
-	workers *registry.Registry
-	// kick wakes the dispatcher (new jobs, freed slots, new workers).
-	kick chan struct{}
-	// heartbeatsBlind is set while the heartbeat stream cannot be read:
-	// workers are then not expired for their silence.
-	heartbeatsBlind atomic.Bool
-	// claimSize is how many slots the next dispatch round offers (see
-	// nextClaimSize); only the dispatch loop uses it.
-	claimSize int
-}
-
-func (l *leaderState) wake() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-}
-
-// elect stands by until it wins the leader lock, leads until it loses it or
-// ctx ends, and repeats.
+// elect stands by until it wins the leader lease, leads until it loses it
+// or ctx ends, and repeats. Leadership is a lease in PostgreSQL with a
+// time limit (store.LeaderAcquire): a standby takes over within
+// LeaderTTL + ElectionInterval of the leader's last renewal, whether the
+// leader died, froze or lost PostgreSQL.
 func (c *Coordinator) elect(ctx context.Context) error {
-	el := store.NewElector(c.cfg.DatabaseURL, c.cfg.ID)
-	defer el.Release()
 	t := time.NewTicker(c.cfg.ElectionInterval)
 	defer t.Stop()
 	for {
-		epoch, err := el.TryAcquire(ctx)
+		epoch, err := c.store.LeaderAcquire(ctx, c.cfg.ID, c.cfg.LeaderTTL)
 		if err != nil && ctx.Err() == nil {
 			c.metrics.storeErrors.WithLabelValues("elect").Inc()
-			c.log.Warn("leader election failed", "err", err)
+			c.log.WarnContext(ctx, "leader election failed", "error", err)
 		}
 		if epoch > 0 {
-			c.lead(ctx, el, epoch)
-			el.Release()
+			c.lead(ctx, epoch)
 		}
 		select {
 		case <-ctx.Done():
@@ -57,73 +34,124 @@ func (c *Coordinator) elect(ctx context.Context) error {
 	}
 }
 
-// lead runs the leader's loops until leadership is lost or ctx ends.
-func (c *Coordinator) lead(ctx context.Context, el *store.Elector, epoch int64) {
-	ctx, cancel := context.WithCancel(ctx)
+// service is one of the leader's loops.
+type service interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// lead runs the leader's services until leadership is lost or ctx ends.
+func (c *Coordinator) lead(ctx context.Context, epoch int64) {
+	acquired := time.Now()
+	leadCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := &leaderState{epoch: epoch, workers: registry.New(c.cfg.workerDeadline()), kick: make(chan struct{}, 1)}
-	c.log.Info("became leader", "epoch", epoch)
+	l := newLeaderState(epoch, c.cfg.workerDeadline())
+	c.log.InfoContext(ctx, "became leader", "epoch", epoch)
 	c.metrics.leaderChanges.Inc()
 	c.metrics.isLeader.Set(1)
 	c.metrics.leaderEpoch.Set(float64(epoch))
 	c.epoch.Store(epoch)
+	defer c.metrics.isLeader.Set(0)
 
 	// Start from what PostgreSQL says is leased, so slots are not
-	// over-committed while the fleet's heartbeats arrive.
-	leases, err := c.store.JobLeasesList(ctx)
+	// over-committed while the fleet's heartbeats arrive. Workers known
+	// from leases count as alive, with no free slot, until the heartbeat
+	// reader's first read gives every worker one deadline from then.
+	leases, err := c.store.JobLeasesList(leadCtx)
 	if err != nil {
-		c.log.Error("load leases; giving up leadership", "err", err)
+		c.log.ErrorContext(ctx, "load leases; giving up leadership", "error", err)
 		c.metrics.storeErrors.WithLabelValues("load_leases").Inc()
-		c.metrics.isLeader.Set(0)
+		c.resign(ctx, epoch)
 		return
 	}
-	now := time.Now()
 	for _, ls := range leases {
-		l.workers.Assigned(ls.WorkerID, ls.ID, ls.LeaseToken, now)
+		l.workers.Assigned(ls.WorkerID, ls.ID, ls.LeaseToken, acquired)
 	}
-	// Workers known from leases are unknown until they heartbeat; give them
-	// one deadline from now before their leases are reclaimed.
 	for _, w := range l.workers.Snapshot() {
-		l.workers.Touch(w.ID, now)
+		l.workers.Touch(w.ID, time.Time{})
 	}
 	c.mu.Lock()
 	c.leading = l
 	c.mu.Unlock()
 
-	var wg sync.WaitGroup
-	loops := []func(context.Context, *leaderState){c.heartbeatLoop, c.dispatchLoop, c.resultLoop, c.reapLoop, c.maintenanceLoop}
-	for _, loop := range loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			loop(ctx, l)
-		}()
+	services := c.leaderServices(l)
+	for _, s := range services {
+		_ = s.Start(leadCtx)
 	}
-	// Confirm leadership every interval; stop acting the moment it is gone.
-	t := time.NewTicker(c.cfg.ElectionInterval)
-	for running := true; running; {
-		select {
-		case <-ctx.Done():
-			running = false
-		case <-t.C:
-			cctx, ccancel := context.WithTimeout(ctx, c.cfg.ElectionInterval*3)
-			if err := el.Check(cctx, epoch); err != nil {
-				if ctx.Err() == nil {
-					c.log.Warn("lost leadership", "epoch", epoch, "err", err)
-				}
-				running = false
-			}
-			ccancel()
-		}
+	c.holdLease(leadCtx, l, acquired)
+	// Producers before consumers: the dispatcher first, the heartbeat
+	// reader (which keeps leases alive) last.
+	for _, s := range services {
+		s.Stop()
 	}
-	t.Stop()
-	cancel()
-	wg.Wait()
 	c.mu.Lock()
 	c.leading = nil
 	c.mu.Unlock()
-	c.metrics.isLeader.Set(0)
-	c.log.Info("stopped leading", "epoch", epoch)
+	if ctx.Err() != nil {
+		c.resign(ctx, epoch) // a clean shutdown: let a standby take over at once
+	}
+	c.log.InfoContext(ctx, "stopped leading", "epoch", epoch)
+}
+
+// leaderServices builds the leader's services over this coordinator's
+// store and queue, in the order lead stops them.
+func (c *Coordinator) leaderServices(l *leaderState) []service {
+	b := base{cfg: c.cfg, log: c.log, metrics: c.metrics, l: l}
+	return []service{
+		&dispatcher{base: b, store: c.store, queue: c.queue},
+		&resultApplier{base: b, store: c.store, queue: c.queue, retry: c.retryDelay,
+			allowed: func(rs []queue.ReceivedResult) []queue.ReceivedResult { return c.filterUnregistered(l, rs) }},
+		&reaper{base: b, store: c.store, queue: c.queue, retry: c.retryDelay},
+		&maintainer{base: b, store: c.store, queue: c.queue},
+		&heartbeatReader{base: b, store: c.store, queue: c.queue, allowed: c.workerAllowed},
+	}
+}
+
+// holdLease renews the leader lease every election interval until ctx
+// ends, a renewal finds the lease gone, a write finds the epoch superseded,
+// or the lease ran out on this process's clock without a renewal (PostgreSQL
+// unreachable or too slow: a standby may be leading by then).
+func (c *Coordinator) holdLease(ctx context.Context, l *leaderState, renewed time.Time) {
+	t := time.NewTicker(c.cfg.ElectionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.deposed:
+			c.log.WarnContext(ctx, "lost leadership: a write found the epoch superseded", "epoch", l.epoch)
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		deadline := renewed.Add(c.cfg.LeaderTTL)
+		if !start.Before(deadline) {
+			c.log.WarnContext(ctx, "lost leadership: the lease ran out before it could be renewed", "epoch", l.epoch)
+			return
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		err := c.store.LeaderRenew(rctx, l.epoch, c.cfg.LeaderTTL)
+		cancel()
+		switch {
+		case err == nil:
+			renewed = start
+		case store.IsDeposed(err):
+			c.log.WarnContext(ctx, "lost leadership", "epoch", l.epoch, "error", err)
+			return
+		case ctx.Err() == nil:
+			c.metrics.storeErrors.WithLabelValues("renew_lease").Inc()
+			c.log.WarnContext(ctx, "renewing the leader lease failed; trying again", "epoch", l.epoch, "error", err)
+		}
+	}
+}
+
+// resign ends the lease at once (best effort).
+func (c *Coordinator) resign(ctx context.Context, epoch int64) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := c.store.LeaderResign(rctx, epoch); err != nil {
+		c.log.WarnContext(ctx, "giving up the leader lease failed; a standby takes over when it runs out", "error", err)
+	}
 }
 
 // retryDelay is the retry policy handed to the store: backoff with jitter.

@@ -40,6 +40,8 @@ type metrics struct {
 	claimBatch         prometheus.Histogram
 	resultBatch        prometheus.Histogram
 	dispatchStep       *prometheus.HistogramVec // step: claim, deliver
+	reaperSkipped      prometheus.Counter
+	heartbeatResets    *prometheus.CounterVec // cause: clock_backwards, ids_backwards
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -92,11 +94,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dispatchStep: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dts_dispatch_step_seconds",
 			Help:    "Duration of each step of a dispatch round: the claim statement, the delivery to Redis.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"step"}),
+		reaperSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_reaper_skipped_total",
+			Help: "Reaper rounds that judged nobody because the heartbeat reader had not caught up (a paused or blocked leader, Redis unreadable)."}),
+		heartbeatResets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_heartbeat_resets_total",
+			Help: "Times the heartbeat reader gave every worker a fresh deadline because Redis's clock or the stream's ids went backwards."}, []string{"cause"}),
 	}
 	reg.MustRegister(m.jobsTotal, m.processing, m.retryAttempts, m.leaseTimeouts, m.attempts, m.dispatched,
 		m.queueWait, m.endToEnd, m.staleResults, m.badMessages, m.reclaimed, m.deadLettered, m.deadMirrorRebuilds,
 		m.isLeader, m.leaderEpoch, m.leaderChanges, m.storeErrors, m.redisErrors, m.cleaned, m.claimBatch, m.resultBatch,
-		m.dispatchStep)
+		m.dispatchStep, m.reaperSkipped, m.heartbeatResets)
 	for _, s := range []string{"completed", "failed", "timeout"} {
 		m.jobsTotal.WithLabelValues(s)
 	}

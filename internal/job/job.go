@@ -67,6 +67,10 @@ var (
 	// connection or a FATAL, after which a commit may or may not have
 	// happened).
 	ErrRefused = errors.New("refused by the database")
+	// ErrDeposed says a leader's write was refused because another
+	// coordinator has taken over (its epoch is no longer current): nothing
+	// was written, and the caller must stop acting as leader.
+	ErrDeposed = errors.New("leader deposed: epoch superseded")
 )
 
 // Job is one unit of work and everything PostgreSQL knows about it.
@@ -111,4 +115,5 @@ const (
 	ReasonLeaseTimeout       = "lease_timeout"        // its lease ran out unextended
 	ReasonMaxRetriesExceeded = "max_retries_exceeded" // no retries remained
 	ReasonCanceled           = "canceled"             // canceled through the API
+	ReasonInvalidResult      = "invalid_result"       // the handler's result could not be stored
 )

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -178,4 +179,30 @@ func scanNumber(b []byte) (n, expanded int, err error) {
 		return 0, 0, errors.New("holds a number out of range (PostgreSQL numeric allows 131072 digits before the point and 16383 after)")
 	}
 	return i, whole + frac + 2, nil // sign and point
+}
+
+// MaxNameLen is the most characters a job name (job type) may have; the
+// jobs table checks it too.
+const MaxNameLen = 128
+
+// CheckText returns why s is not acceptable as a name or id of at most max
+// characters, or "" if it is: valid UTF-8 without control characters. Job
+// names, worker ids and the job types a worker names all pass it, so that a
+// NUL or an invalid byte cannot reach a statement and fail its batch.
+func CheckText(s string, max int) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if !utf8.ValidString(s) {
+		return "must be valid UTF-8"
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return fmt.Sprintf("is %d characters long, at most %d are allowed", n, max)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return "must not contain control characters"
+		}
+	}
+	return ""
 }

@@ -105,20 +105,24 @@ func TestDecodeResult(t *testing.T) {
 		in string
 		ok bool
 	}{
-		{`{"job_id":1,"lease_token":2,"outcome":"completed"}`, true},
-		{`{"job_id":1,"lease_token":2,"outcome":"completed","result":{"x":1}}`, true},
-		{`{"job_id":1,"lease_token":2,"outcome":"completed","result":null}`, true},
-		{`{"job_id":1,"lease_token":2,"outcome":"failed","error":"e","reason":"permanent"}`, true},
-		{`{"job_id":1,"lease_token":2,"outcome":"released"}`, true},
-		{`{"job_id":1,"lease_token":2,"outcome":"Completed"}`, false},
-		{`{"job_id":1,"lease_token":2,"outcome":""}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"completed"}`, true},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"completed","result":{"x":1}}`, true},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"completed","result":null}`, true},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"failed","error":"e","reason":"permanent"}`, true},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"released"}`, true},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"Completed"}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":""}`, false},
 		{`{"job_id":1,"lease_token":2}`, false},
 		{`{"job_id":0,"lease_token":2,"outcome":"completed"}`, false},
 		{`{"job_id":1,"lease_token":0,"outcome":"completed"}`, false},
-		{`{"job_id":1,"lease_token":2,"outcome":"completed","result":}`, false},
-		{`{"job_id":1,"lease_token":2,"outcome":"completed","started_at":5}`, false},
-		{`{"job_id":1,"lease_token":2,"outcome":"completed","error":["e"]}`, false},
-		{`{"job_id":1,"lease_token":2,"outcome":7}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"completed","result":}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"completed","started_at":5}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":"completed","error":["e"]}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w","outcome":7}`, false},
+		// The reporting worker's id passes the same checks as in a heartbeat.
+		{`{"job_id":1,"lease_token":2,"outcome":"completed"}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w\u0000x","outcome":"completed"}`, false},
+		{`{"job_id":1,"lease_token":2,"worker_id":"w\u0007","outcome":"completed"}`, false},
 	}
 	for _, tt := range tests {
 		r, err := queue.DecodeResult([]byte(tt.in))
@@ -148,6 +152,17 @@ func TestDecodeHeartbeat(t *testing.T) {
 		{`{"worker_id":"w","concurrency":1,"sent_at":5}`, false},
 		{`{"worker_id":"w","concurrency":1,"draining":"yes"}`, false},
 		{`{"worker_id":"w","concurrency":1.5}`, false},
+		// A control character in an id or a job type would fail every
+		// claim of its group (PostgreSQL refuses a NUL in text): refused
+		// here, where one bad heartbeat costs only itself.
+		{`{"worker_id":"w\u0000","concurrency":1}`, false},
+		{`{"worker_id":"w\n","concurrency":1}`, false},
+		{`{"worker_id":"w","concurrency":1,"job_types":["ok","bad\u0000"]}`, false},
+		{`{"worker_id":"w","concurrency":1,"job_types":["\u001b[31m"]}`, false},
+		{`{"worker_id":"w","concurrency":1,"job_types":[""]}`, false},
+		{`{"worker_id":"w","concurrency":1,"job_types":["` + strings.Repeat("t", 129) + `"]}`, false},
+		{`{"worker_id":"w","concurrency":1,"job_types":["` + strings.Repeat("t", 128) + `","*"]}`, true},
+		{`{"worker_id":"w","concurrency":1,"in_flight":[{"job_id":1,"lease_token":0}]}`, false},
 	}
 	for _, tt := range tests {
 		hb, err := queue.DecodeHeartbeat([]byte(tt.in))

@@ -30,5 +30,13 @@ func (k Keys) Wakeup() string { return k.Prefix + "dts:wakeup" }
 // (wire.DeadEntry), newest at the head. A mirror of PostgreSQL's failed jobs.
 func (k Keys) DeadLetter() string { return k.Prefix + "dead_letter_queue" }
 
+// DeadLetterRebuild is the temporary list a rebuild of the dead-letter
+// mirror writes before it is renamed over DeadLetter.
+func (k Keys) DeadLetterRebuild() string { return k.Prefix + "dead_letter_queue:rebuild" }
+
+// DeadLetterEpoch holds the epoch of the leader that last rebuilt the
+// dead-letter mirror (a deposed leader's rebuild is not swapped in).
+func (k Keys) DeadLetterEpoch() string { return k.Prefix + "dead_letter_queue:epoch" }
+
 // ResultsGroup is the consumer group of coordinators on the results stream.
 const ResultsGroup = "coordinators"

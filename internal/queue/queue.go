@@ -15,11 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -94,10 +96,52 @@ func (q *Queue) SendControl(ctx context.Context, workerID string, c wire.Control
 	return nil
 }
 
-// DropWorkerQueues deletes a worker's delivery and control lists (its jobs
-// there were reclaimed and will be delivered to someone else).
+// DropWorkerQueues deletes a worker's delivery and control lists: a worker
+// that stopped cleanly, or one forgotten after an hour unavailable.
 func (q *Queue) DropWorkerQueues(ctx context.Context, workerID string) error {
 	return q.rdb.Del(ctx, q.keys.WorkerJobs(workerID), q.keys.WorkerControl(workerID)).Err()
+}
+
+// removeDeliveriesScript removes from a worker's delivery list the entries
+// whose lease token is one of ARGV, and returns how many it removed.
+//
+//	KEYS[1]  the worker's delivery list (dts:worker:{id}:jobs)
+//	ARGV     lease tokens, as decimal strings
+//
+// A delivery's token is the last "lease_token":N in its JSON (the field
+// comes after the payload, which may hold a key of that name). Matching the
+// text avoids cjson, which reads 63-bit tokens as lossy doubles.
+var removeDeliveriesScript = redis.NewScript(`
+local drop = {}
+for i = 1, #ARGV do drop[ARGV[i]] = true end
+local n = 0
+for _, v in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  local tok
+  for t in string.gmatch(v, '"lease_token":(%d+)') do tok = t end
+  if tok and drop[tok] then
+    n = n + redis.call('LREM', KEYS[1], 1, v)
+  end
+end
+return n
+`)
+
+// RemoveDeliveries deletes the deliveries with these lease tokens from a
+// worker's list (leases reclaimed from a worker declared dead) and leaves
+// every other entry: a worker that came back under the same id keeps the
+// deliveries of its newer leases.
+func (q *Queue) RemoveDeliveries(ctx context.Context, workerID string, tokens []int64) (int, error) {
+	if len(tokens) == 0 {
+		return 0, nil
+	}
+	args := make([]any, len(tokens))
+	for i, t := range tokens {
+		args[i] = strconv.FormatInt(t, 10)
+	}
+	n, err := removeDeliveriesScript.Run(ctx, q.rdb, []string{q.keys.WorkerJobs(workerID)}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("remove deliveries of %s: %w", workerID, err)
+	}
+	return n, nil
 }
 
 // Inbox is what one Receive call got: control commands and deliveries.
@@ -198,10 +242,26 @@ func (q *Queue) SendHeartbeat(ctx context.Context, hb wire.Heartbeat) error {
 	return nil
 }
 
-// ReceivedHeartbeat is a decoded heartbeat and its stream id.
+// ReceivedHeartbeat is a decoded heartbeat, its stream id and when it
+// arrived in Redis (the id's time, on Redis's clock).
 type ReceivedHeartbeat struct {
 	ID        string
+	At        time.Time
 	Heartbeat wire.Heartbeat
+}
+
+// HeartbeatRead is what one ReadHeartbeats call got.
+type HeartbeatRead struct {
+	Heartbeats []ReceivedHeartbeat
+	Last       string // the id to read after next time
+	Bad        int    // entries that did not decode or validate, skipped
+	// ServerTime is Redis's clock just before the read. When Full is
+	// false, every heartbeat that arrived up to ServerTime has been read:
+	// a worker silent since then is silent on the clock its heartbeats are
+	// timed with, whatever this process's own delays.
+	ServerTime time.Time
+	// Full says the read returned as many entries as asked: more may wait.
+	Full bool
 }
 
 // LastHeartbeatID returns the id to read new heartbeats after ("$" semantics
@@ -217,30 +277,82 @@ func (q *Queue) LastHeartbeatID(ctx context.Context) (string, error) {
 	return msgs[0].ID, nil
 }
 
-// ReadHeartbeats blocks up to block (0 does not block) for heartbeats after
-// id. Undecodable entries are counted in bad and skipped.
-func (q *Queue) ReadHeartbeats(ctx context.Context, after string, max int, block time.Duration) (hbs []ReceivedHeartbeat, last string, bad int, err error) {
-	last = after
+// ReadHeartbeats asks Redis for its time, then blocks up to block (0 does
+// not block) for at most max heartbeats after id.
+func (q *Queue) ReadHeartbeats(ctx context.Context, after string, max int, block time.Duration) (HeartbeatRead, error) {
+	r := HeartbeatRead{Last: after}
+	now, err := q.rdb.Time(ctx).Result()
+	if err != nil {
+		return r, fmt.Errorf("read redis time: %w", err)
+	}
+	r.ServerTime = now
 	streams, err := q.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{q.keys.Heartbeats(), after}, Count: int64(max), Block: noBlockIfZero(block)}).Result()
 	if errors.Is(err, redis.Nil) {
-		return nil, last, 0, nil
+		return r, nil
 	}
 	if err != nil {
-		return nil, last, 0, fmt.Errorf("read heartbeats: %w", err)
+		return r, fmt.Errorf("read heartbeats: %w", err)
 	}
+	n := 0
 	for _, s := range streams {
 		for _, m := range s.Messages {
-			last = m.ID
+			n++
+			r.Last = m.ID
 			hb, err := DecodeHeartbeat(field(m.Values, "h"))
 			if err != nil {
-				bad++
+				r.Bad++
 				continue
 			}
-			hbs = append(hbs, ReceivedHeartbeat{ID: m.ID, Heartbeat: hb})
+			r.Heartbeats = append(r.Heartbeats, ReceivedHeartbeat{ID: m.ID, At: StreamIDTime(m.ID), Heartbeat: hb})
 		}
 	}
-	return hbs, last, bad, nil
+	r.Full = n >= max
+	return r, nil
 }
+
+// StreamIDTime is the time in a stream entry id ("<ms>-<seq>"); zero if
+// the id is not one.
+func StreamIDTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
+
+// CompareStreamIDs orders two stream ids as Redis does (-1, 0, 1).
+func CompareStreamIDs(a, b string) int {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	ams, _ := strconv.ParseUint(am, 10, 64)
+	bms, _ := strconv.ParseUint(bm, 10, 64)
+	if ams != bms {
+		return cmpUint(ams, bms)
+	}
+	asq, _ := strconv.ParseUint(as, 10, 64)
+	bsq, _ := strconv.ParseUint(bs, 10, 64)
+	return cmpUint(asq, bsq)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Limits of what a worker may say in a heartbeat or a result. A message
+// outside them is refused when decoded (and counted), so that no worker's
+// input can fail a statement that carries other workers' rows.
+const (
+	MaxWorkerIDLen = 200  // characters
+	maxJobTypes    = 1000 // job types one worker names
+	maxConcurrency = 100_000
+)
 
 // DecodeHeartbeat decodes and checks one heartbeat.
 func DecodeHeartbeat(b []byte) (wire.Heartbeat, error) {
@@ -248,8 +360,30 @@ func DecodeHeartbeat(b []byte) (wire.Heartbeat, error) {
 	if err := json.Unmarshal(b, &hb); err != nil {
 		return hb, fmt.Errorf("decode heartbeat: %w", err)
 	}
-	if hb.WorkerID == "" || len(hb.WorkerID) > 200 || hb.Concurrency < 1 || hb.Concurrency > 100_000 {
-		return hb, fmt.Errorf("decode heartbeat: bad worker_id or concurrency")
+	if msg := job.CheckText(hb.WorkerID, MaxWorkerIDLen); msg != "" {
+		return hb, fmt.Errorf("decode heartbeat: worker_id %s", msg)
+	}
+	if hb.Concurrency < 1 || hb.Concurrency > maxConcurrency {
+		return hb, fmt.Errorf("decode heartbeat: concurrency must be between 1 and %d", maxConcurrency)
+	}
+	if len(hb.JobTypes) > maxJobTypes {
+		return hb, fmt.Errorf("decode heartbeat: more than %d job types", maxJobTypes)
+	}
+	for _, t := range hb.JobTypes {
+		if t == "*" {
+			continue
+		}
+		if msg := job.CheckText(t, job.MaxNameLen); msg != "" {
+			return hb, fmt.Errorf("decode heartbeat: job type %q %s", t, msg)
+		}
+	}
+	if len(hb.InFlight) > maxConcurrency {
+		return hb, fmt.Errorf("decode heartbeat: more than %d jobs in flight", maxConcurrency)
+	}
+	for _, f := range hb.InFlight {
+		if f.JobID <= 0 || f.LeaseToken <= 0 {
+			return hb, fmt.Errorf("decode heartbeat: in_flight needs a job_id and a lease_token")
+		}
 	}
 	return hb, nil
 }
@@ -333,6 +467,9 @@ func DecodeResult(b []byte) (wire.Result, error) {
 	if r.JobID <= 0 || r.LeaseToken <= 0 {
 		return r, fmt.Errorf("decode result: missing job_id or lease_token")
 	}
+	if msg := job.CheckText(r.WorkerID, MaxWorkerIDLen); msg != "" {
+		return r, fmt.Errorf("decode result: worker_id %s", msg)
+	}
 	switch r.Outcome {
 	case wire.OutcomeCompleted, wire.OutcomeFailed, wire.OutcomeReleased:
 	default:
@@ -413,31 +550,73 @@ func (q *Queue) DeadEntries(ctx context.Context, max int) ([]wire.DeadEntry, err
 	return out, nil
 }
 
-// ReplaceDead rebuilds the dead-letter list from es (newest first): written
-// under a temporary key, then renamed over the list in one step.
-func (q *Queue) ReplaceDead(ctx context.Context, es []wire.DeadEntry) error {
-	tmp := q.keys.DeadLetter() + ":rebuild"
-	pipe := q.rdb.TxPipeline()
-	pipe.Del(ctx, tmp)
-	for start := 0; start < len(es); start += 1000 {
-		end := min(start+1000, len(es))
-		vals := make([]any, 0, end-start)
-		for i := start; i < end; i++ {
-			b, err := json.Marshal(&es[i])
-			if err != nil {
-				return fmt.Errorf("encode dead entry: %w", err)
-			}
-			vals = append(vals, b)
-		}
-		pipe.RPush(ctx, tmp, vals...)
+// The dead-letter mirror is rebuilt page by page, so that neither the
+// coordinator nor one Redis command holds it whole: DeadRebuildStart,
+// DeadRebuildAppend for each page (newest first), then DeadRebuildFinish,
+// which swaps the new list in.
+
+// DeadRebuildStart clears the temporary list a rebuild writes to.
+func (q *Queue) DeadRebuildStart(ctx context.Context) error {
+	if err := q.rdb.Del(ctx, q.keys.DeadLetterRebuild()).Err(); err != nil {
+		return fmt.Errorf("start dead-letter rebuild: %w", err)
 	}
+	return nil
+}
+
+// DeadRebuildAppend appends one page of entries to the rebuild.
+func (q *Queue) DeadRebuildAppend(ctx context.Context, es []wire.DeadEntry) error {
 	if len(es) == 0 {
-		pipe.Del(ctx, q.keys.DeadLetter())
-	} else {
-		pipe.Rename(ctx, tmp, q.keys.DeadLetter())
+		return nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("rebuild dead-letter list: %w", err)
+	vals := make([]any, len(es))
+	for i := range es {
+		b, err := json.Marshal(&es[i])
+		if err != nil {
+			return fmt.Errorf("encode dead entry: %w", err)
+		}
+		vals[i] = b
+	}
+	if err := q.rdb.RPush(ctx, q.keys.DeadLetterRebuild(), vals...).Err(); err != nil {
+		return fmt.Errorf("append to dead-letter rebuild: %w", err)
+	}
+	return nil
+}
+
+// deadSwapScript puts a rebuilt dead-letter list in place, unless a
+// leader of a later epoch has already rebuilt it.
+//
+//	KEYS[1]  the temporary list (dead_letter_queue:rebuild)
+//	KEYS[2]  the dead-letter list
+//	KEYS[3]  the epoch of the leader that last rebuilt it
+//	ARGV[1]  this leader's epoch
+//
+// Returns 1 when swapped, 0 when a later epoch's rebuild stands.
+var deadSwapScript = redis.NewScript(`
+local last = tonumber(redis.call('GET', KEYS[3]) or '0')
+if last > tonumber(ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  return 0
+end
+redis.call('SET', KEYS[3], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+else
+  redis.call('DEL', KEYS[2])
+end
+return 1
+`)
+
+// DeadRebuildFinish replaces the dead-letter list with the rebuilt one in
+// one step. A leader whose epoch is older than the last rebuilder's changes
+// nothing and gets job.ErrDeposed.
+func (q *Queue) DeadRebuildFinish(ctx context.Context, epoch int64) error {
+	k := q.keys
+	n, err := deadSwapScript.Run(ctx, q.rdb, []string{k.DeadLetterRebuild(), k.DeadLetter(), k.DeadLetterEpoch()}, epoch).Int()
+	if err != nil {
+		return fmt.Errorf("finish dead-letter rebuild: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("finish dead-letter rebuild: %w", job.ErrDeposed)
 	}
 	return nil
 }

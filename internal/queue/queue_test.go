@@ -2,7 +2,9 @@ package queue_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
 	"github.com/dtsched/dts/internal/wire"
@@ -467,7 +470,7 @@ func TestReadNoBlock(t *testing.T) {
 	ctx := t.Context()
 	done := make(chan error, 2)
 	go func() {
-		_, _, _, err := e.q.ReadHeartbeats(ctx, "0-0", 10, 0)
+		_, err := e.q.ReadHeartbeats(ctx, "0-0", 10, 0)
 		done <- err
 	}()
 	go func() {
@@ -491,6 +494,12 @@ func heartbeat(id string) wire.Heartbeat {
 		InFlight: []wire.InFlight{{JobID: 1, LeaseToken: 2}}, SentAt: created}
 }
 
+// readHB is ReadHeartbeats with its parts apart.
+func readHB(ctx context.Context, q *queue.Queue, after string, max int) ([]queue.ReceivedHeartbeat, string, int, error) {
+	r, err := q.ReadHeartbeats(ctx, after, max, 20*time.Millisecond)
+	return r.Heartbeats, r.Last, r.Bad, err
+}
+
 func TestHeartbeats(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -499,7 +508,7 @@ func TestHeartbeats(t *testing.T) {
 	if err != nil || last != "0-0" {
 		t.Fatalf("last id of an empty stream = %q, %v; want 0-0", last, err)
 	}
-	if hbs, after, bad, err := e.q.ReadHeartbeats(ctx, last, 10, 20*time.Millisecond); err != nil || len(hbs) != 0 || bad != 0 || after != last {
+	if hbs, after, bad, err := readHB(ctx, e.q, last, 10); err != nil || len(hbs) != 0 || bad != 0 || after != last {
 		t.Errorf("read of an empty stream = %+v %q %d %v", hbs, after, bad, err)
 	}
 	h1, h2 := heartbeat("a"), heartbeat("b")
@@ -513,7 +522,7 @@ func TestHeartbeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hbs, after, bad, err := e.q.ReadHeartbeats(ctx, "0-0", 10, 20*time.Millisecond)
+	hbs, after, bad, err := readHB(ctx, e.q, "0-0", 10)
 	if err != nil || bad != 0 || len(hbs) != 2 || !same(t, []wire.Heartbeat{hbs[0].Heartbeat, hbs[1].Heartbeat}, []wire.Heartbeat{h1, h2}) {
 		t.Fatalf("read all = %+v bad %d err %v", hbs, bad, err)
 	}
@@ -534,7 +543,7 @@ func TestHeartbeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hbs, after, bad, err = e.q.ReadHeartbeats(ctx, mark, 10, 20*time.Millisecond)
+	hbs, after, bad, err = readHB(ctx, e.q, mark, 10)
 	if err != nil || len(hbs) != 1 || !same(t, hbs[0].Heartbeat, h3) || bad != 2 {
 		t.Errorf("read after mark = %+v bad %d err %v; want h3 and 2 bad", hbs, bad, err)
 	}
@@ -544,13 +553,13 @@ func TestHeartbeats(t *testing.T) {
 	if last, _ := e.q.LastHeartbeatID(ctx); last != junk {
 		t.Errorf("last id = %q, want %q", last, junk)
 	}
-	hbs, again, bad, err := e.q.ReadHeartbeats(ctx, after, 10, 20*time.Millisecond)
+	hbs, again, bad, err := readHB(ctx, e.q, after, 10)
 	if err != nil || len(hbs) != 0 || bad != 0 || again != after {
 		t.Errorf("read at the end = %+v %q %d %v", hbs, again, bad, err)
 	}
 
 	// max bounds a read.
-	hbs, after, _, err = e.q.ReadHeartbeats(ctx, "0-0", 1, 20*time.Millisecond)
+	hbs, after, _, err = readHB(ctx, e.q, "0-0", 1)
 	if err != nil || len(hbs) != 1 || after != hbs[0].ID {
 		t.Errorf("read of 1 = %+v %q %v", hbs, after, err)
 	}
@@ -661,34 +670,54 @@ func TestDeadList(t *testing.T) {
 		t.Errorf("with junk: length %d, %d entries", n, len(got))
 	}
 
-	// Replace: the list becomes exactly es, in order, with no leftovers.
+	// Rebuild: the list becomes exactly the pages appended, in order,
+	// with no leftovers.
 	es := make([]wire.DeadEntry, 2500)
 	for i := range es {
 		es[i] = deadEntry(int64(10_000 - i))
 	}
-	if err := e.q.ReplaceDead(ctx, es); err != nil {
+	rebuild := func(epoch int64, pages ...[]wire.DeadEntry) error {
+		t.Helper()
+		if err := e.q.DeadRebuildStart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pages {
+			if err := e.q.DeadRebuildAppend(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e.q.DeadRebuildFinish(ctx, epoch)
+	}
+	if err := rebuild(2, es[:1000], es[1000:2000], es[2000:]); err != nil {
 		t.Fatal(err)
 	}
 	if n := length(); n != int64(len(es)) {
-		t.Errorf("length after replace %d, want %d", n, len(es))
+		t.Errorf("length after rebuild %d, want %d", n, len(es))
 	}
 	if got := dead(len(es)); !same(t, got, es) {
-		t.Errorf("entries after replace differ (%d entries)", len(got))
+		t.Errorf("entries after rebuild differ (%d entries)", len(got))
 	}
-	if err := e.q.ReplaceDead(ctx, es[:2]); err != nil {
+	if err := rebuild(2, es[:2]); err != nil {
 		t.Fatal(err)
 	}
 	if got := dead(10); !same(t, got, es[:2]) {
-		t.Errorf("entries after second replace = %+v", got)
+		t.Errorf("entries after second rebuild = %+v", got)
 	}
-	if err := e.q.ReplaceDead(ctx, nil); err != nil {
+	// A deposed leader's rebuild (an older epoch) is not swapped in.
+	if err := rebuild(1, es[5:9]); !errors.Is(err, job.ErrDeposed) {
+		t.Errorf("rebuild of an older epoch = %v; want ErrDeposed", err)
+	}
+	if got := dead(10); !same(t, got, es[:2]) {
+		t.Errorf("entries after a deposed leader's rebuild = %+v", got)
+	}
+	if err := rebuild(3); err != nil {
 		t.Fatal(err)
 	}
 	if n := length(); n != 0 {
-		t.Errorf("length after replace with nothing = %d", n)
+		t.Errorf("length after a rebuild with nothing = %d", n)
 	}
-	if keys := e.rdb.Keys(ctx, e.keys.Prefix+"*").Val(); len(keys) != 0 {
-		t.Errorf("keys left: %v", keys)
+	if keys := e.rdb.Keys(ctx, e.keys.Prefix+"*").Val(); len(keys) != 1 || keys[0] != e.keys.DeadLetterEpoch() {
+		t.Errorf("keys left: %v, want only the epoch", keys)
 	}
 }
 
@@ -738,5 +767,38 @@ func TestConcurrentDeliverReceive(t *testing.T) {
 		if !slices.Equal(got[w], want) {
 			t.Errorf("worker %d received %d jobs out of order or with gaps", w, len(got[w]))
 		}
+	}
+}
+
+// TestRemoveDeliveries: only the deliveries of the given lease tokens go,
+// also when a payload holds a "lease_token" key of its own, and whatever
+// else is on the list (a newer lease of a worker that came back) stays.
+func TestRemoveDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	big := int64(1<<62 + 12345) // beyond a double's exact integers
+	ds := []wire.Delivery{
+		{JobID: 1, Name: "n", Payload: json.RawMessage(`{"lease_token":7}`), LeaseToken: big, CreatedAt: created},
+		{JobID: 2, Name: "n", Payload: json.RawMessage(`null`), LeaseToken: 7, CreatedAt: created},
+		{JobID: 3, Name: "n", Payload: json.RawMessage(`null`), LeaseToken: big + 1, CreatedAt: created},
+	}
+	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": ds}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.q.RemoveDeliveries(ctx, "w", []int64{big, 99})
+	if err != nil || n != 1 {
+		t.Fatalf("remove = %d, %v; want 1", n, err)
+	}
+	in := e.receive(t, "w", 10)
+	var got []int64
+	for _, d := range in.Deliveries {
+		got = append(got, d.JobID)
+	}
+	if !slices.Equal(got, []int64{2, 3}) {
+		t.Errorf("left on the list: jobs %v, want 2 and 3", got)
+	}
+	if n, err := e.q.RemoveDeliveries(ctx, "nobody", []int64{1}); err != nil || n != 0 {
+		t.Errorf("remove from an empty list = %d, %v", n, err)
 	}
 }

@@ -235,8 +235,8 @@ func TestJobCancel(t *testing.T) {
 	// Claims go in id order: the first three are leased, the last stays pending.
 	retrying, leased, completed, pending := ids[0], ids[1], ids[2], ids[3]
 	cs := e.claim(t, nil, "w-r", "w-l", "w-c")
-	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: retrying, LeaseToken: cs[retrying].LeaseToken, Error: "x", Reason: job.ReasonError})
-	if _, err := e.s.JobCompleteMany(e.ctx, []store.Completion{{ID: completed, LeaseToken: cs[completed].LeaseToken}}); err != nil {
+	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: retrying, LeaseToken: cs[retrying].LeaseToken, WorkerID: cs[retrying].WorkerID, Error: "x", Reason: job.ReasonError})
+	if _, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{{ID: completed, LeaseToken: cs[completed].LeaseToken, WorkerID: cs[completed].WorkerID}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -284,7 +284,7 @@ func TestJobRequeueDead(t *testing.T) {
 	ids := e.insertN(t, 2, "r", 3)
 	dead, other := ids[0], ids[1]
 	c := e.claimOne(t, dead, "w")
-	e.fail(t, noRetryPolicy(t), store.Failure{ID: dead, LeaseToken: c.LeaseToken, Error: "bad input", Reason: job.ReasonPermanent, Permanent: true})
+	e.fail(t, noRetryPolicy(t), store.Failure{ID: dead, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Error: "bad input", Reason: job.ReasonPermanent, Permanent: true})
 
 	if err := e.s.JobRequeueDead(e.ctx, dead); err != nil {
 		t.Fatalf("requeue: %v", err)
@@ -319,8 +319,8 @@ func TestDeadList(t *testing.T) {
 	e := newEnv(t)
 	ids := e.insertN(t, 3, "d", 0)
 	cs := e.claim(t, nil, "w", "w", "w")
-	e.fail(t, noRetryPolicy(t), store.Failure{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, Error: "e0", Reason: job.ReasonError})
-	e.fail(t, noRetryPolicy(t), store.Failure{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, Error: "e1", Reason: job.ReasonPermanent, Permanent: true})
+	e.fail(t, noRetryPolicy(t), store.Failure{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID, Error: "e0", Reason: job.ReasonError})
+	e.fail(t, noRetryPolicy(t), store.Failure{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID, Error: "e1", Reason: job.ReasonPermanent, Permanent: true})
 	e.exec(t, `UPDATE jobs SET finished_at = now() - interval '1 hour' WHERE id = $1`, ids[0])
 
 	dead, err := e.s.DeadList(e.ctx, 10)
@@ -351,9 +351,9 @@ func TestJobList(t *testing.T) {
 	cs := e.claim(t, nil, "w", "w", "w", "w")
 	var done []store.Completion
 	for id, c := range cs {
-		done = append(done, store.Completion{ID: id, LeaseToken: c.LeaseToken})
+		done = append(done, store.Completion{ID: id, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID})
 	}
-	if _, err := e.s.JobCompleteMany(e.ctx, done); err != nil {
+	if _, err := e.s.JobCompleteMany(e.ctx, e.epoch, done); err != nil {
 		t.Fatal(err)
 	}
 
@@ -438,9 +438,9 @@ func TestStatsGet(t *testing.T) {
 	if len(cs) != 4 {
 		t.Fatalf("claimed %v, want the four priority-9 jobs", keys(cs))
 	}
-	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, Error: "x", Reason: job.ReasonError})
-	e.fail(t, noRetryPolicy(t), store.Failure{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken, Error: "x", Reason: job.ReasonPermanent, Permanent: true})
-	if _, err := e.s.JobCompleteMany(e.ctx, []store.Completion{{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken}}); err != nil {
+	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID, Error: "x", Reason: job.ReasonError})
+	e.fail(t, noRetryPolicy(t), store.Failure{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken, WorkerID: cs[ids[3]].WorkerID, Error: "x", Reason: job.ReasonPermanent, Permanent: true})
+	if _, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, WorkerID: cs[ids[2]].WorkerID}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.s.JobCancel(e.ctx, ids[4]); err != nil {
@@ -448,7 +448,7 @@ func TestStatsGet(t *testing.T) {
 	}
 	e.exec(t, `UPDATE jobs SET next_run_at = now() - interval '30 seconds' WHERE id = $1`, ids[6])
 	now := e.now(t)
-	if err := e.s.WorkerSync(e.ctx, []store.WorkerRow{
+	if err := e.s.WorkerSync(e.ctx, e.epoch, []store.WorkerRow{
 		{ID: "a", State: "available", Concurrency: 1, LastHeartbeatAt: now},
 		{ID: "b", State: "available", Concurrency: 1, LastHeartbeatAt: now},
 		{ID: "c", State: "busy", Concurrency: 1, LastHeartbeatAt: now},
@@ -511,7 +511,7 @@ func TestJobCleanup(t *testing.T) {
 	e.exec(t, `UPDATE jobs SET status = 'leased', lease_token = 1, started_at = now() - interval '30 days' WHERE id = $1`, ids[8])
 
 	// A batch of 1 makes it loop.
-	n, err := e.s.JobCleanup(e.ctx, time.Hour, 24*time.Hour, 1)
+	n, err := e.s.JobCleanup(e.ctx, e.epoch, time.Hour, 24*time.Hour, 1)
 	if err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
@@ -533,12 +533,12 @@ func TestJobCleanup(t *testing.T) {
 	if want := []int64{ids[1], ids[3], ids[4], ids[7], ids[8]}; !slices.Equal(left, want) {
 		t.Errorf("left %v, want %v", left, want)
 	}
-	if n, err := e.s.JobCleanup(e.ctx, time.Hour, 24*time.Hour, 100); err != nil || n != 0 {
+	if n, err := e.s.JobCleanup(e.ctx, e.epoch, time.Hour, 24*time.Hour, 100); err != nil || n != 0 {
 		t.Errorf("second cleanup deleted %d, %v; want 0", n, err)
 	}
 	// A non-positive batch must not loop forever.
 	set(ids[1], "completed", "2 hours")
-	if n, err := e.s.JobCleanup(e.ctx, time.Hour, 24*time.Hour, 0); err != nil || n != 1 {
+	if n, err := e.s.JobCleanup(e.ctx, e.epoch, time.Hour, 24*time.Hour, 0); err != nil || n != 1 {
 		t.Errorf("cleanup with batch 0 deleted %d, %v; want 1", n, err)
 	}
 }

@@ -2,84 +2,74 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dtsched/dts/internal/job"
 )
 
-// leaderLockKey is the session advisory lock only the leader coordinator holds.
-const leaderLockKey = 727_002
+// Leadership is a lease with a time limit (coordinator_lease, migration
+// 005), not a session lock: a frozen leader (SIGSTOP, a deadlock, a VM
+// pause) loses it when it stops renewing, and it needs no session state, so
+// it works through a pooler in transaction mode. Taking the lease bumps the
+// epoch in coordinator_leader in the same transaction; every write a leader
+// makes carries its epoch and is refused once a successor has bumped it
+// (dts_fence in functions.sql), so a deposed leader that wakes up changes
+// nothing.
 
-// Elector holds one dedicated connection for leader election. Leadership is
-// a session advisory lock: it is held exactly as long as that connection
-// lives, so a leader that dies (or loses PostgreSQL) releases it, and a
-// standby polling TryAcquire takes over. Correctness never depends on a
-// single leader: every state change is guarded by state and lease token, so a
-// deposed leader that has not yet noticed can only lose races, not corrupt.
-type Elector struct {
-	url  string
-	id   string
-	conn *pgx.Conn
-}
-
-// NewElector prepares an elector for coordinator id.
-func NewElector(databaseURL, id string) *Elector {
-	return &Elector{url: databaseURL, id: id}
-}
-
-// TryAcquire tries to become leader. On success it bumps and returns the
-// leader epoch. It returns (0, nil) while another coordinator leads.
-func (e *Elector) TryAcquire(ctx context.Context) (int64, error) {
-	if e.conn == nil || e.conn.IsClosed() {
-		conn, err := pgx.Connect(ctx, e.url)
-		if err != nil {
-			return 0, fmt.Errorf("elector connect: %w", err)
-		}
-		e.conn = conn
-	}
-	var got bool
-	if err := e.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, leaderLockKey).Scan(&got); err != nil {
-		e.close()
-		return 0, fmt.Errorf("try leader lock: %w", err)
-	}
-	if !got {
-		return 0, nil
-	}
+// LeaderAcquire takes the leader lease for holder if it is free (never
+// taken, expired, or given up), for ttl, and returns the new epoch. It
+// returns (0, nil) while another holder's lease runs.
+func (s *Store) LeaderAcquire(ctx context.Context, holder string, ttl time.Duration) (int64, error) {
 	var epoch int64
-	if err := e.conn.QueryRow(ctx, `UPDATE coordinator_leader SET epoch = epoch + 1, leader_id = $1, acquired_at = now()
-		WHERE id = 1 RETURNING epoch`, e.id).Scan(&epoch); err != nil {
-		e.close()
-		return 0, fmt.Errorf("bump leader epoch: %w", err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE coordinator_lease SET holder = $1,
+				expires_at = clock_timestamp() + $2 * interval '1 millisecond'
+			WHERE id = 1 AND expires_at <= clock_timestamp()`, holder, millis(ttl))
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// Waits for the fenced writes of the previous leader in progress.
+		if err := tx.QueryRow(ctx, `UPDATE coordinator_leader SET epoch = epoch + 1, leader_id = $1, acquired_at = now()
+			WHERE id = 1 RETURNING epoch`, holder).Scan(&epoch); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE coordinator_lease SET epoch = $1 WHERE id = 1`, epoch)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("acquire leadership: %w", interpretError(err))
 	}
 	return epoch, nil
 }
 
-// Check confirms leadership is still held (the lock's connection is alive
-// and the epoch is still ours).
-func (e *Elector) Check(ctx context.Context, epoch int64) error {
-	if e.conn == nil || e.conn.IsClosed() {
-		return fmt.Errorf("leader connection closed")
+// LeaderRenew extends the lease of epoch to ttl from now. It fails with
+// job.ErrDeposed when the lease is no longer epoch's or has run out (a
+// standby may then take it at any moment: the leader must stop and try to
+// acquire again, with a new epoch).
+func (s *Store) LeaderRenew(ctx context.Context, epoch int64, ttl time.Duration) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE coordinator_lease SET expires_at = clock_timestamp() + $2 * interval '1 millisecond'
+		WHERE id = 1 AND epoch = $1 AND expires_at > clock_timestamp()`, epoch, millis(ttl))
+	if err != nil {
+		return fmt.Errorf("renew leadership: %w", interpretError(err))
 	}
-	var cur int64
-	if err := e.conn.QueryRow(ctx, `SELECT epoch FROM coordinator_leader WHERE id = 1`).Scan(&cur); err != nil {
-		e.close()
-		return fmt.Errorf("check leadership: %w", err)
-	}
-	if cur != epoch {
-		e.close()
-		return fmt.Errorf("deposed: epoch is %d, ours was %d", cur, epoch)
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("renew leadership of epoch %d: %w", epoch, job.ErrDeposed)
 	}
 	return nil
 }
 
-// Release gives up leadership by closing the lock's connection.
-func (e *Elector) Release() { e.close() }
-
-func (e *Elector) close() {
-	if e.conn != nil {
-		_ = e.conn.Close(context.Background())
-		e.conn = nil
+// LeaderResign ends the lease of epoch at once, so that a standby takes
+// over at its next try (a clean shutdown).
+func (s *Store) LeaderResign(ctx context.Context, epoch int64) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE coordinator_lease SET expires_at = clock_timestamp()
+		WHERE id = 1 AND epoch = $1`, epoch); err != nil {
+		return fmt.Errorf("resign leadership: %w", interpretError(err))
 	}
+	return nil
 }
 
 // LeaderGet returns the current epoch and leader id as recorded.
@@ -94,3 +84,6 @@ func (s *Store) LeaderGet(ctx context.Context) (int64, string, error) {
 	}
 	return epoch, *id, nil
 }
+
+// IsDeposed reports whether err says the leader's epoch was superseded.
+func IsDeposed(err error) bool { return errors.Is(err, job.ErrDeposed) }

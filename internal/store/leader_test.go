@@ -1,115 +1,172 @@
 package store_test
 
 import (
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
 )
 
-func TestElector(t *testing.T) {
+func TestLeaderLease(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := store.NewElector(e.url, "coord-a")
-	b := store.NewElector(e.url, "coord-b")
-	t.Cleanup(a.Release)
-	t.Cleanup(b.Release)
-
-	epochA, err := a.TryAcquire(e.ctx)
-	if err != nil || epochA != 1 {
-		t.Fatalf("a acquire = %d, %v; want epoch 1", epochA, err)
+	e := newEnv(t) // holds epoch 1 as "test" for an hour
+	if got, err := e.s.LeaderAcquire(e.ctx, "coord-b", time.Minute); err != nil || got != 0 {
+		t.Fatalf("acquire while another leads = %d, %v; want 0", got, err)
 	}
-	if got, err := b.TryAcquire(e.ctx); err != nil || got != 0 {
-		t.Fatalf("b acquire while a leads = %d, %v; want 0", got, err)
+	if err := e.s.LeaderRenew(e.ctx, e.epoch, time.Minute); err != nil {
+		t.Fatalf("renew: %v", err)
 	}
-	if err := a.Check(e.ctx, epochA); err != nil {
-		t.Errorf("a check: %v", err)
+	if err := e.s.LeaderResign(e.ctx, e.epoch); err != nil {
+		t.Fatal(err)
 	}
-	if epoch, id, err := e.s.LeaderGet(e.ctx); err != nil || epoch != epochA || id != "coord-a" {
-		t.Errorf("leader = %d %q %v", epoch, id, err)
+	epochB, err := e.s.LeaderAcquire(e.ctx, "coord-b", time.Minute)
+	if err != nil || epochB != e.epoch+1 {
+		t.Fatalf("acquire after resign = %d, %v; want %d", epochB, err, e.epoch+1)
 	}
-
-	a.Release()
-	epochB := acquire(t, e, b)
-	if epochB != epochA+1 {
-		t.Fatalf("b acquire after a released = %d, want %d", epochB, epochA+1)
+	if epoch, id, err := e.s.LeaderGet(e.ctx); err != nil || epoch != epochB || id != "coord-b" {
+		t.Errorf("leader = %d %q %v; want %d coord-b", epoch, id, err, epochB)
 	}
-	if err := a.Check(e.ctx, epochA); err == nil {
-		t.Error("a's check passed after it released")
+	if err := e.s.LeaderRenew(e.ctx, e.epoch, time.Minute); !errors.Is(err, job.ErrDeposed) {
+		t.Errorf("old leader's renew = %v; want ErrDeposed", err)
 	}
-	if err := b.Check(e.ctx, epochB); err != nil {
-		t.Errorf("b check: %v", err)
+	// A resign of a superseded epoch does not end the current lease.
+	if err := e.s.LeaderResign(e.ctx, e.epoch); err != nil {
+		t.Fatal(err)
 	}
-	if got, err := a.TryAcquire(e.ctx); err != nil || got != 0 {
-		t.Errorf("a acquire while b leads = %d, %v; want 0", got, err)
-	}
-	if err := a.Check(e.ctx, epochA); err == nil {
-		t.Error("a's check passed for its old epoch while b leads")
-	}
-	if epoch, id, _ := e.s.LeaderGet(e.ctx); epoch != epochB || id != "coord-b" {
-		t.Errorf("leader = %d %q, want %d coord-b", epoch, id, epochB)
+	if got, err := e.s.LeaderAcquire(e.ctx, "coord-c", time.Minute); err != nil || got != 0 {
+		t.Errorf("acquire after a stale resign = %d, %v; want 0", got, err)
 	}
 }
 
-// TestElectorLostConnection: leadership lives exactly as long as the
-// elector's session, and a leader whose epoch moved on is deposed.
-func TestElectorLostConnection(t *testing.T) {
+// TestLeaderLeaseExpires: a leader that stops renewing (frozen, partitioned)
+// loses the lease when its time runs out, and it cannot renew it after.
+func TestLeaderLeaseExpires(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := store.NewElector(e.url, "coord-a")
-	b := store.NewElector(e.url, "coord-b")
-	t.Cleanup(a.Release)
-	t.Cleanup(b.Release)
-	epochA, err := a.TryAcquire(e.ctx)
-	if err != nil || epochA == 0 {
-		t.Fatalf("a acquire = %d, %v", epochA, err)
+	if err := e.s.LeaderResign(e.ctx, e.epoch); err != nil {
+		t.Fatal(err)
 	}
-
-	// Kill a's session, as a network partition or PostgreSQL restart would.
-	var killed bool
-	e.scalar(t, &killed, `SELECT bool_or(pg_terminate_backend(pid)) FROM pg_locks
-		WHERE locktype = 'advisory' AND objid = 727002 AND granted`)
-	if !killed {
-		t.Fatal("found no session holding the leader lock")
+	a, err := e.s.LeaderAcquire(e.ctx, "coord-a", 300*time.Millisecond)
+	if err != nil || a == 0 {
+		t.Fatalf("a acquire = %d, %v", a, err)
 	}
-	epochB := acquire(t, e, b)
-	if epochB != epochA+1 {
-		t.Fatalf("b epoch = %d, want %d", epochB, epochA+1)
+	var b int64
+	deadline := time.Now().Add(5 * time.Second)
+	for b == 0 {
+		if b, err = e.s.LeaderAcquire(e.ctx, "coord-b", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never took over an expired lease")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if err := a.Check(e.ctx, epochA); err == nil {
-		t.Error("a's check passed after its session was killed")
+	if b != a+1 {
+		t.Errorf("b's epoch = %d, want %d", b, a+1)
 	}
-
-	// Someone bumped the epoch behind b's back (an operator, a bug): b is
-	// deposed and lets go of the lock.
-	e.exec(t, `UPDATE coordinator_leader SET epoch = epoch + 1`)
-	if err := b.Check(e.ctx, epochB); err == nil {
-		t.Error("b's check passed for a superseded epoch")
-	}
-	if got := acquire(t, e, a); got != epochB+2 {
-		t.Errorf("a acquire after b was deposed = %d, want %d", got, epochB+2)
+	if err := e.s.LeaderRenew(e.ctx, a, time.Minute); !errors.Is(err, job.ErrDeposed) {
+		t.Errorf("a's renew after expiry = %v; want ErrDeposed", err)
 	}
 }
 
-// acquire polls TryAcquire until it wins. A released lock is free once the
-// old session's backend has exited, a moment after its connection closed.
-func acquire(t *testing.T, e *env, el *store.Elector) int64 {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for {
-		epoch, err := el.TryAcquire(e.ctx)
+// TestDeposedLeaderWritesNothing: once a successor has taken over, every
+// write the old leader makes is refused whole with ErrDeposed: claims,
+// results, releases, reclaims, extensions, retention and the workers table.
+func TestDeposedLeaderWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insertN(t, 3, "x", 0)
+	cs := e.claim(t, nil, "w1", "w1")
+	old := e.epoch
+	if err := e.s.LeaderResign(e.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.s.LeaderAcquire(e.ctx, "successor", time.Hour); err != nil || n != old+1 {
+		t.Fatalf("successor acquire = %d, %v", n, err)
+	}
+	e.exec(t, `UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE status = 'leased'`)
+	var c store.Claimed
+	for _, x := range cs {
+		c = x
+	}
+	deposed := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, job.ErrDeposed) {
+			t.Errorf("%s by the deposed leader: err = %v; want ErrDeposed", what, err)
+		}
+	}
+	_, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: old, Slots: []string{"w2"}, Lease: time.Minute})
+	deposed("claim", err)
+	_, err = e.s.JobCompleteMany(e.ctx, old, []store.Completion{{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Result: json.RawMessage(`1`)}})
+	deposed("complete", err)
+	_, err = e.s.JobFailMany(e.ctx, old, []store.Failure{{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Reason: job.ReasonError}}, fixedPolicy(0))
+	deposed("fail", err)
+	_, err = e.s.JobReleaseMany(e.ctx, old, []store.Release{{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}})
+	deposed("release", err)
+	_, err = e.s.JobReclaimLeases(e.ctx, old, []store.Release{{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}}, fixedPolicy(0))
+	deposed("reclaim of a worker's leases", err)
+	_, err = e.s.JobReclaimExpired(e.ctx, old, fixedPolicy(0))
+	deposed("reclaim of expired leases", err)
+	_, err = e.s.JobLeaseExtend(e.ctx, store.LeaseExtendParams{Epoch: old, IDs: []int64{c.ID}, Tokens: []int64{c.LeaseToken},
+		Workers: []string{c.WorkerID}, Lease: time.Minute})
+	deposed("lease extension", err)
+	_, err = e.s.JobCleanup(e.ctx, old, 0, 0, 10)
+	deposed("retention", err)
+	deposed("workers sync", e.s.WorkerSync(e.ctx, old, []store.WorkerRow{{ID: "w1", Concurrency: 1, State: "available"}}))
+	deposed("worker delete", e.s.WorkerDelete(e.ctx, old, "w1"))
+	_, err = e.s.WorkerCleanup(e.ctx, old, 0)
+	deposed("workers cleanup", err)
+
+	// Nothing changed: two jobs still leased as claimed, with expired
+	// leases, and one pending.
+	var leased, pending int
+	e.scalar(t, &leased, `SELECT count(*) FROM jobs WHERE status = 'leased' AND lease_expires_at < now()`)
+	e.scalar(t, &pending, `SELECT count(*) FROM jobs WHERE status = 'pending' AND attempts = 0`)
+	if leased != 2 || pending != 1 || len(ids) != 3 {
+		t.Errorf("after the deposed leader's writes: %d leased, %d pending; want 2 and 1", leased, pending)
+	}
+	// The successor's writes go through.
+	if out, err := e.s.JobReclaimExpired(e.ctx, old+1, fixedPolicy(0)); err != nil || len(out) != 2 {
+		t.Errorf("successor's reclaim = %d, %v; want 2", len(out), err)
+	}
+}
+
+// TestFenceWaitsForWritesInProgress: a successor's take-over waits for the
+// old leader's fenced transaction in progress, and that transaction's
+// writes, once committed, came before the new epoch.
+func TestFenceWaitsForWritesInProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tx, err := e.db.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(e.ctx, `SELECT dts_fence($1)`, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.LeaderResign(e.ctx, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 1)
+	go func() {
+		n, err := e.s.LeaderAcquire(e.ctx, "successor", time.Hour)
 		if err != nil {
-			t.Fatalf("acquire: %v", err)
+			t.Error(err)
 		}
-		if epoch != 0 {
-			return epoch
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("leader lock not free after 10s")
-		}
+		got <- n
+	}()
+	select {
+	case n := <-got:
+		t.Fatalf("the take-over (epoch %d) did not wait for the old leader's open write", n)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-got; n != e.epoch+1 {
+		t.Errorf("take-over epoch = %d, want %d", n, e.epoch+1)
 	}
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -38,6 +40,8 @@ type Claimed struct {
 
 // JobClaimParams says how many due jobs to lease and to whom.
 type JobClaimParams struct {
+	// Epoch is the claiming leader's epoch (see dts_fence).
+	Epoch int64
 	// Types limits the claim to these job names; nil claims any name.
 	Types []string
 	// Slots names the worker for each claimed job in order: the first due
@@ -50,9 +54,10 @@ type JobClaimParams struct {
 
 // JobClaimBatch leases up to len(Slots) due jobs in priority, due-time, id
 // order, skipping rows other claimers hold. Each gets a fresh fencing token
-// from lease_token_seq and its attempt count grows by one.
+// (NewLeaseTokens) and its attempt count grows by one. A deposed leader's
+// claim fails with job.ErrDeposed and leases nothing.
 //
-// It is one call of dts_claim_jobs (migration 003): one round trip and one
+// It is one call of dts_claim_jobs (functions.sql): one round trip and one
 // commit, which matters because the claim is on the path of every job's
 // start. Inside, two statements: lock the due rows, then update exactly
 // those by primary key from an unnest of ids and workers. A single statement
@@ -67,7 +72,7 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
 			lease_token, worker_id, created_at
-		FROM dts_claim_jobs($1, $2, $3)`, p.Types, p.Slots, millis(p.Lease))
+		FROM dts_claim_jobs($1, $2, $3, $4, $5)`, p.Epoch, p.Types, p.Slots, NewLeaseTokens(len(p.Slots)), millis(p.Lease))
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
 	}
@@ -85,10 +90,28 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 	return out, nil
 }
 
+// NewLeaseTokens returns n fencing tokens: random, positive 63-bit
+// numbers from crypto/rand. A token is the only secret that ties a result
+// to its lease, so it must not be guessable from another lease's token.
+func NewLeaseTokens(n int) []int64 {
+	buf := make([]byte, 8*n)
+	_, _ = rand.Read(buf) // crypto/rand.Read never fails (Go 1.24+)
+	out := make([]int64, n)
+	for i := range out {
+		t := int64(binary.LittleEndian.Uint64(buf[8*i:]) >> 1)
+		if t == 0 {
+			t = 1 // 0 means "no token" in the registry
+		}
+		out[i] = t
+	}
+	return out
+}
+
 // Completion is a successful attempt reported by a worker.
 type Completion struct {
 	ID         int64
 	LeaseToken int64
+	WorkerID   string // the reporting worker; must be the lease's
 	Result     json.RawMessage // nil: no result
 	// StartedAt is when the handler started, on the worker's clock; zero:
 	// unknown. It replaces the lease time in started_at (see startedAtSQL).
@@ -120,16 +143,16 @@ type Finished struct {
 }
 
 // JobCompleteMany records successful attempts in one statement. Only jobs
-// still leased under the given token change; the others are stale results
-// and are left out of the returned list.
-func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) ([]Finished, error) {
+// still leased under the given token to the given worker change; the others
+// are stale results and are left out of the returned list.
+func (s *Store) JobCompleteMany(ctx context.Context, epoch int64, cs []Completion) ([]Finished, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
 	ids, tokens, results := make([]int64, len(cs)), make([]int64, len(cs)), make([]*string, len(cs))
-	started := make([]*time.Time, len(cs))
+	started, workers := make([]*time.Time, len(cs)), make([]string, len(cs))
 	for i, c := range cs {
-		ids[i], tokens[i], started[i] = c.ID, c.LeaseToken, nullTime(c.StartedAt)
+		ids[i], tokens[i], started[i], workers[i] = c.ID, c.LeaseToken, nullTime(c.StartedAt), c.WorkerID
 		if len(c.Result) > 0 {
 			r := string(storableJSON(c.Result))
 			results[i] = &r
@@ -139,10 +162,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) ([]Finishe
 		UPDATE jobs j SET status = 'completed', result = u.result::jsonb, finished_at = now(),
 			started_at = `+startedAtSQL+`,
 			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::timestamptz[]) AS u(id, token, result, started)
-		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::timestamptz[], $6::text[]) AS u(id, token, result, started, worker)
+		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token AND j.worker_id = u.worker
+		  AND (SELECT dts_fence($7))
 		RETURNING j.id, j.name, coalesce(j.worker_id, ''), j.created_at, coalesce(j.started_at, j.created_at)`,
-		ids, tokens, results, leased, started)
+		ids, tokens, results, leased, started, workers, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", interpretError(err))
 	}
@@ -165,6 +189,7 @@ func collectFinished(rows pgx.Rows) ([]Finished, error) {
 type Failure struct {
 	ID         int64
 	LeaseToken int64
+	WorkerID   string // the lease's worker
 	Error      string
 	Reason     string // job.Reason*
 	Permanent  bool   // skip the remaining retries
@@ -262,14 +287,14 @@ func dropNULs(v any) any {
 // PostgreSQL's clock), failed when its retries are exhausted or the error is
 // permanent, or canceled when a cancel was requested. Stale failures are left
 // out of the result.
-func (s *Store) JobFailMany(ctx context.Context, fs []Failure, policy RetryPolicy) ([]FailOutcome, error) {
+func (s *Store) JobFailMany(ctx context.Context, epoch int64, fs []Failure, policy RetryPolicy) ([]FailOutcome, error) {
 	if len(fs) == 0 {
 		return nil, nil
 	}
 	var out []FailOutcome
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		out, err = failLeased(ctx, tx, fs, policy)
+		out, err = failLeased(ctx, tx, epoch, fs, policy)
 		return err
 	})
 	if err != nil {
@@ -278,19 +303,22 @@ func (s *Store) JobFailMany(ctx context.Context, fs []Failure, policy RetryPolic
 	return out, nil
 }
 
-func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy) ([]FailOutcome, error) {
+// failLeased applies failures inside tx; the first statement checks the
+// epoch (dts_fence), whose lock then lasts to the end of tx.
+func failLeased(ctx context.Context, tx pgx.Tx, epoch int64, fs []Failure, policy RetryPolicy) ([]FailOutcome, error) {
 	ids := make([]int64, len(fs))
 	for i, f := range fs {
 		ids[i] = f.ID
 	}
 	type current struct {
 		token      int64
+		worker     string
 		attempts   int
 		maxRetries int
 		cancel     bool
 	}
-	rows, err := tx.Query(ctx, `SELECT id, lease_token, attempts, max_retries, cancel_requested FROM jobs
-		WHERE id = ANY($1) AND status = $2 ORDER BY id FOR UPDATE`, ids, leased)
+	rows, err := tx.Query(ctx, `SELECT id, lease_token, coalesce(worker_id, ''), attempts, max_retries, cancel_requested
+		FROM jobs WHERE id = ANY($1) AND status = $2 AND (SELECT dts_fence($3)) ORDER BY id FOR UPDATE`, ids, leased, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +326,7 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 	for rows.Next() {
 		var id int64
 		var c current
-		if err := rows.Scan(&id, &c.token, &c.attempts, &c.maxRetries, &c.cancel); err != nil {
+		if err := rows.Scan(&id, &c.token, &c.worker, &c.attempts, &c.maxRetries, &c.cancel); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -314,8 +342,8 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 	)
 	for _, f := range fs {
 		c, ok := cur[f.ID]
-		if !ok || c.token != f.LeaseToken {
-			continue // stale: the lease is gone
+		if !ok || c.token != f.LeaseToken || c.worker != f.WorkerID {
+			continue // stale: the lease is gone (or never was this worker's)
 		}
 		delete(cur, f.ID) // a duplicate in the same batch applies once
 		state, why, delay := job.StateRetrying, "", time.Duration(0)
@@ -371,21 +399,24 @@ func failLeased(ctx context.Context, tx pgx.Tx, fs []Failure, policy RetryPolicy
 	})
 }
 
-// Release is a leased job its worker gives back unrun or interrupted.
+// Release is a leased job its worker gives back unrun or interrupted; also
+// a lease a reclaim acts on: one (job, token, worker) the leader recorded.
 type Release struct {
 	ID         int64
 	LeaseToken int64
+	WorkerID   string
 }
 
 // JobReleaseMany makes released jobs pending again at once; the attempt does
 // not count. A job whose cancel was requested becomes canceled instead.
-func (s *Store) JobReleaseMany(ctx context.Context, rs []Release) ([]int64, error) {
+// Only jobs still leased under the given token to the given worker change.
+func (s *Store) JobReleaseMany(ctx context.Context, epoch int64, rs []Release) ([]int64, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	ids, tokens := make([]int64, len(rs)), make([]int64, len(rs))
+	ids, tokens, workers := make([]int64, len(rs)), make([]int64, len(rs)), make([]string, len(rs))
 	for i, r := range rs {
-		ids[i], tokens[i] = r.ID, r.LeaseToken
+		ids[i], tokens[i], workers[i] = r.ID, r.LeaseToken, r.WorkerID
 	}
 	rows, err := s.pool.Query(ctx, `
 		UPDATE jobs j SET
@@ -393,9 +424,10 @@ func (s *Store) JobReleaseMany(ctx context.Context, rs []Release) ([]int64, erro
 			finished_at = CASE WHEN j.cancel_requested THEN now() END,
 			attempts = greatest(j.attempts - 1, 0), next_run_at = now(),
 			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[]) AS u(id, token)
-		WHERE j.id = u.id AND j.status = $3 AND j.lease_token = u.token
-		RETURNING j.id`, ids, tokens, leased)
+		FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS u(id, token, worker)
+		WHERE j.id = u.id AND j.status = $3 AND j.lease_token = u.token AND j.worker_id = u.worker
+		  AND (SELECT dts_fence($5))
+		RETURNING j.id`, ids, tokens, leased, workers, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("release jobs: %w", interpretError(err))
 	}
@@ -406,106 +438,84 @@ func (s *Store) JobReleaseMany(ctx context.Context, rs []Release) ([]int64, erro
 	return out, nil
 }
 
-// JobReleaseWorker releases every lease a worker that stopped cleanly still
-// holds (jobs delivered after its last look at its list): they become pending
-// at once and the attempt does not count.
-func (s *Store) JobReleaseWorker(ctx context.Context, workerID string) ([]Release, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, lease_token FROM jobs WHERE status = 'leased' AND worker_id = $1`, workerID)
+// JobReclaimLeases fails the given leases of a worker that stopped
+// heartbeating (reason worker_failure): exactly the (job, token, worker)
+// triples the leader recorded for it, never "every lease of that worker", so
+// a worker that came back under the same id keeps the leases it got since.
+// Retries run at once, without backoff.
+func (s *Store) JobReclaimLeases(ctx context.Context, epoch int64, ls []Release, policy RetryPolicy) ([]FailOutcome, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	fs := make([]Failure, len(ls))
+	for i, l := range ls {
+		fs[i] = Failure{ID: l.ID, LeaseToken: l.LeaseToken, WorkerID: l.WorkerID, Reason: job.ReasonWorkerFailure,
+			Error: "worker " + l.WorkerID + " stopped heartbeating", Immediate: true}
+	}
+	out, err := s.JobFailMany(ctx, epoch, fs, policy)
 	if err != nil {
-		return nil, fmt.Errorf("release worker %s: %w", workerID, interpretError(err))
-	}
-	rs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Release, error) {
-		var x Release
-		return x, r.Scan(&x.ID, &x.LeaseToken)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("release worker %s: %w", workerID, interpretError(err))
-	}
-	ids, err := s.JobReleaseMany(ctx, rs)
-	if err != nil {
-		return nil, err
-	}
-	done := map[int64]bool{}
-	for _, id := range ids {
-		done[id] = true
-	}
-	out := rs[:0]
-	for _, x := range rs {
-		if done[x.ID] {
-			out = append(out, x)
-		}
+		return nil, fmt.Errorf("reclaim leases (%s): %w", job.ReasonWorkerFailure, err)
 	}
 	return out, nil
 }
 
-// JobReclaimWorker fails every lease held by a worker that stopped
-// heartbeating (reason worker_failure). Retries run at once, without backoff.
-func (s *Store) JobReclaimWorker(ctx context.Context, workerID string, policy RetryPolicy) ([]FailOutcome, error) {
-	return s.reclaim(ctx, `SELECT id, lease_token FROM jobs WHERE status = 'leased' AND worker_id = $1
-		ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED`, workerID, job.ReasonWorkerFailure,
-		"worker "+workerID+" stopped heartbeating", true, policy)
-}
-
 // JobReclaimExpired fails up to 1000 leases whose deadline has passed
-// (reason lease_timeout), retrying with backoff.
-func (s *Store) JobReclaimExpired(ctx context.Context, policy RetryPolicy) ([]FailOutcome, error) {
-	return s.reclaim(ctx, `SELECT id, lease_token FROM jobs WHERE status = 'leased' AND lease_expires_at < now()
-		ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED`, nil, job.ReasonLeaseTimeout,
-		"lease expired", false, policy)
-}
-
-func (s *Store) reclaim(ctx context.Context, query string, arg any, reason, msg string, immediate bool, policy RetryPolicy) ([]FailOutcome, error) {
+// (reason lease_timeout), retrying with backoff. "Passed" is judged at the
+// start of its transaction (now()), so a reclaim that had to wait for a
+// lock does not take leases that heartbeats extended meanwhile.
+func (s *Store) JobReclaimExpired(ctx context.Context, epoch int64, policy RetryPolicy) ([]FailOutcome, error) {
 	var out []FailOutcome
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var rows pgx.Rows
-		var err error
-		if arg == nil {
-			rows, err = tx.Query(ctx, query)
-		} else {
-			rows, err = tx.Query(ctx, query, arg)
-		}
+		rows, err := tx.Query(ctx, `SELECT id, lease_token, coalesce(worker_id, '') FROM jobs
+			WHERE status = 'leased' AND lease_expires_at < now() AND (SELECT dts_fence($1))
+			ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED`, epoch)
 		if err != nil {
 			return err
 		}
 		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Failure, error) {
-			f := Failure{Reason: reason, Error: msg, Immediate: immediate}
-			return f, r.Scan(&f.ID, &f.LeaseToken)
+			f := Failure{Reason: job.ReasonLeaseTimeout, Error: "lease expired"}
+			return f, r.Scan(&f.ID, &f.LeaseToken, &f.WorkerID)
 		})
 		if err != nil || len(fs) == 0 {
 			return err
 		}
-		out, err = failLeased(ctx, tx, fs, policy)
+		out, err = failLeased(ctx, tx, epoch, fs, policy)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reclaim leases (%s): %w", reason, interpretError(err))
+		return nil, fmt.Errorf("reclaim leases (%s): %w", job.ReasonLeaseTimeout, interpretError(err))
 	}
 	return out, nil
 }
 
 // LeaseExtendParams extends the leases of jobs their workers report running.
 type LeaseExtendParams struct {
-	IDs    []int64
-	Tokens []int64
-	Lease  time.Duration
+	Epoch   int64
+	IDs     []int64
+	Tokens  []int64
+	Workers []string // the reporting worker of each
+	Lease   time.Duration
 }
 
 // JobLeaseExtend pushes the deadline of each still-valid lease to now+Lease,
 // touching only leases less than half their length from running out, and
 // never a job already past its own timeout_seconds (plus one lease length of
 // grace): such a job is left to expire. It returns how many leases moved.
+// "Now" is clock_timestamp(), the moment the row is updated: an extension
+// that waited for a lock still gives a whole lease from when it lands.
 func (s *Store) JobLeaseExtend(ctx context.Context, p LeaseExtendParams) (int64, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
 	tag, err := s.pool.Exec(ctx, `
-		UPDATE jobs j SET lease_expires_at = now() + $3 * interval '1 millisecond'
-		FROM unnest($1::bigint[], $2::bigint[]) AS u(id, token)
-		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token
-		  AND j.lease_expires_at < now() + $3 * interval '0.5 millisecond'
+		UPDATE jobs j SET lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+		FROM unnest($1::bigint[], $2::bigint[], $5::text[]) AS u(id, token, worker)
+		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token AND j.worker_id = u.worker
+		  AND j.lease_expires_at < clock_timestamp() + $3 * interval '0.5 millisecond'
 		  AND (j.timeout_seconds = 0
-		       OR j.started_at + j.timeout_seconds * interval '1 second' + $3 * interval '1 millisecond' > now())`,
-		p.IDs, p.Tokens, millis(p.Lease), leased)
+		       OR j.started_at + j.timeout_seconds * interval '1 second' + $3 * interval '1 millisecond' > clock_timestamp())
+		  AND (SELECT dts_fence($6))`,
+		p.IDs, p.Tokens, millis(p.Lease), leased, p.Workers, p.Epoch)
 	if err != nil {
 		return 0, fmt.Errorf("extend leases: %w", interpretError(err))
 	}
@@ -540,17 +550,17 @@ func (s *Store) JobLeasesList(ctx context.Context) ([]Lease, error) {
 // jobs finished more than doneAge ago and failed ones finished more than
 // failedAge ago. It returns how many rows it deleted. A batch of 0 or less
 // means 1000 (LIMIT 0 would delete nothing and loop forever).
-func (s *Store) JobCleanup(ctx context.Context, doneAge, failedAge time.Duration, batch int) (int64, error) {
+func (s *Store) JobCleanup(ctx context.Context, epoch int64, doneAge, failedAge time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM jobs WHERE id IN (
+		tag, err := s.pool.Exec(ctx, `DELETE FROM jobs WHERE (SELECT dts_fence($4)) AND id IN (
 			SELECT id FROM jobs WHERE status IN ('completed', 'canceled') AND finished_at < now() - $1 * interval '1 millisecond'
 			UNION ALL
 			SELECT id FROM jobs WHERE status = 'failed' AND finished_at < now() - $2 * interval '1 millisecond'
-			LIMIT $3)`, millis(doneAge), millis(failedAge), batch)
+			LIMIT $3)`, millis(doneAge), millis(failedAge), batch, epoch)
 		if err != nil {
 			return total, fmt.Errorf("clean up jobs: %w", interpretError(err))
 		}

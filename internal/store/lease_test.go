@@ -45,7 +45,7 @@ func TestJobClaimOrderAndSlots(t *testing.T) {
 	if j := e.get(t, f); j.State != job.StatePending || j.Attempts != 0 {
 		t.Errorf("future job is %s with %d attempts", j.State, j.Attempts)
 	}
-	if got, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Lease: time.Minute}); err != nil || len(got) != 0 {
+	if got, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: e.epoch, Lease: time.Minute}); err != nil || len(got) != 0 {
 		t.Errorf("claim with no slots = %v, %v", got, err)
 	}
 }
@@ -55,7 +55,7 @@ func TestJobClaimFields(t *testing.T) {
 	e := newEnv(t)
 	id := e.insert(t, store.JobInsertParams{Name: "n", Queue: "q", Payload: json.RawMessage(`{"k":"v"}`), MaxRetries: 4, TimeoutSeconds: 9})[0]
 	before := e.now(t)
-	cs, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Slots: []string{"w"}, Lease: 90 * time.Second})
+	cs, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: e.epoch, Slots: []string{"w"}, Lease: 90 * time.Second})
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("claim = %+v, %v", cs, err)
 	}
@@ -101,7 +101,7 @@ func TestJobClaimConcurrentSkipLocked(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for {
-				cs, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Slots: slots, Lease: time.Minute})
+				cs, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: e.epoch, Slots: slots, Lease: time.Minute})
 				if err != nil {
 					errs[i] = err
 					return
@@ -157,11 +157,14 @@ func TestJobClaimFreshTokens(t *testing.T) {
 		if c.Attempt != attempt {
 			t.Errorf("attempt %d claimed as attempt %d", attempt, c.Attempt)
 		}
-		if seen[c.LeaseToken] || c.LeaseToken <= last {
-			t.Errorf("attempt %d got token %d, seen before or not newer than %d", attempt, c.LeaseToken, last)
+		// Random 63-bit tokens: never reused, never zero, and not the
+		// previous one plus a little (a worker must not be able to guess
+		// another lease's token from its own).
+		if seen[c.LeaseToken] || c.LeaseToken <= 0 || (last != 0 && c.LeaseToken-last < 1<<20 && last-c.LeaseToken < 1<<20) {
+			t.Errorf("attempt %d got token %d after %d: seen before, not positive or close to it", attempt, c.LeaseToken, last)
 		}
 		seen[c.LeaseToken], last = true, c.LeaseToken
-		out := e.fail(t, fixedPolicy(0), store.Failure{ID: id, LeaseToken: c.LeaseToken, Error: "again", Reason: job.ReasonError})
+		out := e.fail(t, fixedPolicy(0), store.Failure{ID: id, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Error: "again", Reason: job.ReasonError})
 		if out[id].State != job.StateRetrying {
 			t.Fatalf("attempt %d: %+v, want retrying", attempt, out)
 		}
@@ -173,19 +176,36 @@ func TestJobCompleteFencing(t *testing.T) {
 	e := newEnv(t)
 	id := e.insertN(t, 1, "f", 3)[0]
 	old := e.claimOne(t, id, "w1")
-	if rel, err := e.s.JobReleaseMany(e.ctx, []store.Release{{ID: id, LeaseToken: old.LeaseToken}}); err != nil || len(rel) != 1 {
+	if rel, err := e.s.JobReleaseMany(e.ctx, e.epoch, []store.Release{{ID: id, LeaseToken: old.LeaseToken, WorkerID: old.WorkerID}}); err != nil || len(rel) != 1 {
 		t.Fatalf("release = %v, %v", rel, err)
 	}
 	cur := e.claimOne(t, id, "w2")
 
-	for name, token := range map[string]int64{"old token": old.LeaseToken, "wrong token": cur.LeaseToken + 1000, "zero token": 0} {
-		fin, err := e.s.JobCompleteMany(e.ctx, []store.Completion{{ID: id, LeaseToken: token, Result: json.RawMessage(`"stale"`)}})
+	// The current token from another worker is refused too: a worker
+	// cannot report on a lease that is not its own.
+	for _, tc := range []struct {
+		name   string
+		token  int64
+		worker string
+	}{
+		{"old token", old.LeaseToken, "w2"}, {"wrong token", cur.LeaseToken + 1000, "w2"}, {"zero token", 0, "w2"},
+		{"another worker", cur.LeaseToken, "w1"}, {"no worker", cur.LeaseToken, ""},
+	} {
+		name, token := tc.name, tc.token
+		fin, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{{ID: id, LeaseToken: token, WorkerID: tc.worker, Result: json.RawMessage(`"stale"`)}})
 		if err != nil || len(fin) != 0 {
 			t.Errorf("complete with %s = %+v, %v; want nothing", name, fin, err)
 		}
-		out := e.fail(t, fixedPolicy(0), store.Failure{ID: id, LeaseToken: token, Error: "stale", Reason: job.ReasonError})
+		out := e.fail(t, fixedPolicy(0), store.Failure{ID: id, LeaseToken: token, WorkerID: tc.worker, Error: "stale", Reason: job.ReasonError})
 		if len(out) != 0 {
 			t.Errorf("fail with %s = %+v; want nothing", name, out)
+		}
+		if rel, err := e.s.JobReleaseMany(e.ctx, e.epoch, []store.Release{{ID: id, LeaseToken: token, WorkerID: tc.worker}}); err != nil || len(rel) != 0 {
+			t.Errorf("release with %s = %v, %v; want nothing", name, rel, err)
+		}
+		ext := store.LeaseExtendParams{Epoch: e.epoch, IDs: []int64{id}, Tokens: []int64{token}, Workers: []string{tc.worker}, Lease: time.Hour}
+		if n, err := e.s.JobLeaseExtend(e.ctx, ext); err != nil || n != 0 {
+			t.Errorf("extend with %s = %d, %v; want nothing", name, n, err)
 		}
 		if j := e.get(t, id); j.State != job.StateLeased || j.LeaseToken != cur.LeaseToken || j.Result != nil || len(j.Errors) != 0 || j.WorkerID != "w2" {
 			t.Errorf("after %s: job = %+v, want it untouched", name, j)
@@ -195,16 +215,16 @@ func TestJobCompleteFencing(t *testing.T) {
 	// A stale report ahead of the current one in the same batch does not
 	// hide the current one.
 	out := e.fail(t, fixedPolicy(time.Hour),
-		store.Failure{ID: id, LeaseToken: old.LeaseToken, Error: "stale", Reason: job.ReasonError},
-		store.Failure{ID: id, LeaseToken: cur.LeaseToken, Error: "current", Reason: job.ReasonError})
+		store.Failure{ID: id, LeaseToken: old.LeaseToken, WorkerID: old.WorkerID, Error: "stale", Reason: job.ReasonError},
+		store.Failure{ID: id, LeaseToken: cur.LeaseToken, WorkerID: cur.WorkerID, Error: "current", Reason: job.ReasonError})
 	if o, ok := out[id]; !ok || o.LeaseToken != cur.LeaseToken || o.Error != "current" {
 		t.Fatalf("fail batch with a stale and a current report = %+v", out)
 	}
 	e.makeDue(t, id)
 	cur = e.claimOne(t, id, "w2")
-	fin, err := e.s.JobCompleteMany(e.ctx, []store.Completion{
-		{ID: id, LeaseToken: old.LeaseToken, Result: json.RawMessage(`"stale"`)},
-		{ID: id, LeaseToken: cur.LeaseToken, Result: json.RawMessage(`{"ok": true}`)},
+	fin, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{
+		{ID: id, LeaseToken: old.LeaseToken, WorkerID: old.WorkerID, Result: json.RawMessage(`"stale"`)},
+		{ID: id, LeaseToken: cur.LeaseToken, WorkerID: cur.WorkerID, Result: json.RawMessage(`{"ok": true}`)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -218,11 +238,11 @@ func TestJobCompleteFencing(t *testing.T) {
 	}
 
 	// The same result again (a redelivered stream entry) changes nothing.
-	fin, err = e.s.JobCompleteMany(e.ctx, []store.Completion{{ID: id, LeaseToken: cur.LeaseToken, Result: json.RawMessage(`2`)}})
+	fin, err = e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{{ID: id, LeaseToken: cur.LeaseToken, WorkerID: cur.WorkerID, Result: json.RawMessage(`2`)}})
 	if err != nil || len(fin) != 0 {
 		t.Errorf("second completion = %+v, %v; want nothing", fin, err)
 	}
-	if out := e.fail(t, fixedPolicy(0), store.Failure{ID: id, LeaseToken: cur.LeaseToken, Error: "late", Reason: job.ReasonError}); len(out) != 0 {
+	if out := e.fail(t, fixedPolicy(0), store.Failure{ID: id, LeaseToken: cur.LeaseToken, WorkerID: cur.WorkerID, Error: "late", Reason: job.ReasonError}); len(out) != 0 {
 		t.Errorf("failure after completion = %+v; want nothing", out)
 	}
 	if j := e.get(t, id); j.State != job.StateCompleted || !jsonEqual(t, j.Result, []byte(`{"ok":true}`)) {
@@ -235,12 +255,12 @@ func TestJobCompleteManyMixedBatch(t *testing.T) {
 	e := newEnv(t)
 	ids := e.insertN(t, 3, "m", 0)
 	cs := e.claim(t, nil, "w", "w", "w")
-	fin, err := e.s.JobCompleteMany(e.ctx, []store.Completion{
-		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken},                                 // no result
-		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken + 1},                             // stale
-		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, Result: json.RawMessage(`[1]`)}, // result
-		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, Result: json.RawMessage(`[1]`)}, // duplicate in the batch
-		{ID: 1_000_000, LeaseToken: cs[ids[0]].LeaseToken},                              // unknown job
+	fin, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{
+		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID},                                 // no result
+		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken + 1, WorkerID: cs[ids[1]].WorkerID},                             // stale
+		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, WorkerID: cs[ids[2]].WorkerID, Result: json.RawMessage(`[1]`)}, // result
+		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, WorkerID: cs[ids[2]].WorkerID, Result: json.RawMessage(`[1]`)}, // duplicate in the batch
+		{ID: 1_000_000, LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID},                              // unknown job
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +300,7 @@ func TestJobFailRetryThenDead(t *testing.T) {
 			t.Fatalf("claim %d has attempt %d", attempt, c.Attempt)
 		}
 		before := e.now(t)
-		out := e.fail(t, policy, store.Failure{ID: id, LeaseToken: c.LeaseToken, Error: fmt.Sprintf("boom %d", attempt), Reason: job.ReasonError})
+		out := e.fail(t, policy, store.Failure{ID: id, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Error: fmt.Sprintf("boom %d", attempt), Reason: job.ReasonError})
 		o, ok := out[id]
 		if !ok {
 			t.Fatalf("attempt %d: failure not applied", attempt)
@@ -347,11 +367,11 @@ func TestJobFailPermanentCanceledTruncated(t *testing.T) {
 		t.Fatalf("cancel = %+v, %v", res, err)
 	}
 	out := e.fail(t, noRetryPolicy(t),
-		store.Failure{ID: perm, LeaseToken: cs[perm].LeaseToken, Error: "invalid", Reason: job.ReasonPermanent, Permanent: true},
-		store.Failure{ID: canceled, LeaseToken: cs[canceled].LeaseToken, Error: "stopped", Reason: job.ReasonCanceled},
-		store.Failure{ID: long, LeaseToken: cs[long].LeaseToken, Error: strings.Repeat("é", 3000), Reason: job.ReasonTimeout, Immediate: true},
-		store.Failure{ID: dup, LeaseToken: cs[dup].LeaseToken, Error: "one", Reason: job.ReasonError, Immediate: true},
-		store.Failure{ID: dup, LeaseToken: cs[dup].LeaseToken, Error: "two", Reason: job.ReasonError, Immediate: true},
+		store.Failure{ID: perm, LeaseToken: cs[perm].LeaseToken, WorkerID: cs[perm].WorkerID, Error: "invalid", Reason: job.ReasonPermanent, Permanent: true},
+		store.Failure{ID: canceled, LeaseToken: cs[canceled].LeaseToken, WorkerID: cs[canceled].WorkerID, Error: "stopped", Reason: job.ReasonCanceled},
+		store.Failure{ID: long, LeaseToken: cs[long].LeaseToken, WorkerID: cs[long].WorkerID, Error: strings.Repeat("é", 3000), Reason: job.ReasonTimeout, Immediate: true},
+		store.Failure{ID: dup, LeaseToken: cs[dup].LeaseToken, WorkerID: cs[dup].WorkerID, Error: "one", Reason: job.ReasonError, Immediate: true},
+		store.Failure{ID: dup, LeaseToken: cs[dup].LeaseToken, WorkerID: cs[dup].WorkerID, Error: "two", Reason: job.ReasonError, Immediate: true},
 	)
 	if o := out[perm]; o.State != job.StateFailed || o.Reason != job.ReasonPermanent || o.Attempts != 1 {
 		t.Errorf("permanent failure: %+v", o)
@@ -385,16 +405,16 @@ func TestJobReleaseMany(t *testing.T) {
 	ids := e.insertN(t, 3, "r", 5)
 	cs := e.claim(t, nil, "w", "w", "w")
 	// ids[1] is on its second attempt.
-	e.fail(t, fixedPolicy(0), store.Failure{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, Error: "x", Reason: job.ReasonError})
+	e.fail(t, fixedPolicy(0), store.Failure{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID, Error: "x", Reason: job.ReasonError})
 	c1 := e.claimOne(t, ids[1], "w")
 	if _, err := e.s.JobCancel(e.ctx, ids[2]); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.s.JobReleaseMany(e.ctx, []store.Release{
-		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken},
-		{ID: ids[1], LeaseToken: c1.LeaseToken},
-		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken}, // stale
-		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken},
+	got, err := e.s.JobReleaseMany(e.ctx, e.epoch, []store.Release{
+		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID},
+		{ID: ids[1], LeaseToken: c1.LeaseToken, WorkerID: c1.WorkerID},
+		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID}, // stale
+		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, WorkerID: cs[ids[2]].WorkerID},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -419,32 +439,26 @@ func TestJobReleaseMany(t *testing.T) {
 	if len(again) != 2 || again[ids[0]].Attempt != 1 || again[ids[1]].Attempt != 2 {
 		t.Errorf("claim after release = %+v, want jobs 0 and 1 at attempts 1 and 2", again)
 	}
-	if got, err := e.s.JobReleaseMany(e.ctx, []store.Release{{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken}}); err != nil || len(got) != 0 {
+	if got, err := e.s.JobReleaseMany(e.ctx, e.epoch, []store.Release{{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID}}); err != nil || len(got) != 0 {
 		t.Errorf("release with the old token = %v, %v", got, err)
 	}
 }
 
-func TestJobReleaseWorker(t *testing.T) {
+// TestJobReclaimLeasesOnlyRecorded: a reclaim acts on the (job, token,
+// worker) triples the leader recorded, never on every lease of a worker id:
+// a worker that came back under the same id keeps the lease it got since.
+func TestJobReclaimLeasesOnlyRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ids := e.insertN(t, 3, "r", 0)
-	cs := e.claim(t, nil, "stop", "other", "stop")
-	rs, err := e.s.JobReleaseWorker(e.ctx, "stop")
-	if err != nil {
-		t.Fatal(err)
+	ids := e.insertN(t, 2, "r", 3)
+	first := e.claimOne(t, ids[0], "w")
+	second := e.claimOne(t, ids[1], "w") // after it rejoined
+	out, err := e.s.JobReclaimLeases(e.ctx, e.epoch, []store.Release{{ID: first.ID, LeaseToken: first.LeaseToken, WorkerID: "w"}}, noRetryPolicy(t))
+	if err != nil || len(out) != 1 || out[0].ID != ids[0] {
+		t.Fatalf("reclaim = %+v, %v; want job %d only", out, err, ids[0])
 	}
-	got := map[int64]int64{}
-	for _, r := range rs {
-		got[r.ID] = r.LeaseToken
-	}
-	if len(got) != 2 || got[ids[0]] != cs[ids[0]].LeaseToken || got[ids[2]] != cs[ids[2]].LeaseToken {
-		t.Errorf("released %+v, want jobs %d and %d with their tokens", rs, ids[0], ids[2])
-	}
-	if j := e.get(t, ids[1]); j.State != job.StateLeased || j.WorkerID != "other" {
-		t.Errorf("other worker's job is %s", j.State)
-	}
-	if j := e.get(t, ids[0]); j.State != job.StatePending || j.Attempts != 0 {
-		t.Errorf("released job is %s with %d attempts", j.State, j.Attempts)
+	if j := e.get(t, ids[1]); j.State != job.StateLeased || j.LeaseToken != second.LeaseToken {
+		t.Errorf("the worker's newer lease was reclaimed: %s", j.State)
 	}
 }
 
@@ -457,7 +471,13 @@ func TestJobReclaimWorker(t *testing.T) {
 		store.JobInsertParams{Name: "c", MaxRetries: 3},
 	)
 	cs := e.claim(t, nil, "dead", "dead", "alive")
-	out, err := e.s.JobReclaimWorker(e.ctx, "dead", noRetryPolicy(t))
+	var recorded []store.Release
+	for _, c := range cs {
+		recorded = append(recorded, store.Release{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID})
+	}
+	// Every lease named as the dead worker's, the alive worker's by
+	// mistake: the worker mismatch keeps that one.
+	out, err := e.s.JobReclaimLeases(e.ctx, e.epoch, deadOnly(recorded), noRetryPolicy(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,9 +505,19 @@ func TestJobReclaimWorker(t *testing.T) {
 	if c := e.claimOne(t, ids[0], "new"); c.Attempt != 2 {
 		t.Errorf("retry claimed as attempt %d", c.Attempt)
 	}
-	if out, err := e.s.JobReclaimWorker(e.ctx, "dead", noRetryPolicy(t)); err != nil || len(out) != 0 {
+	if out, err := e.s.JobReclaimLeases(e.ctx, e.epoch, deadOnly(recorded), noRetryPolicy(t)); err != nil || len(out) != 0 {
 		t.Errorf("second reclaim = %+v, %v", out, err)
 	}
+}
+
+// deadOnly names every lease as the worker "dead"'s.
+func deadOnly(rs []store.Release) []store.Release {
+	out := make([]store.Release, len(rs))
+	for i, r := range rs {
+		r.WorkerID = "dead"
+		out[i] = r
+	}
+	return out
 }
 
 func TestJobReclaimExpired(t *testing.T) {
@@ -499,7 +529,7 @@ func TestJobReclaimExpired(t *testing.T) {
 		t.Fatalf("expired %d leases", n)
 	}
 	before := e.now(t)
-	out, err := e.s.JobReclaimExpired(e.ctx, fixedPolicy(time.Minute))
+	out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, fixedPolicy(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +554,7 @@ func TestJobReclaimExpired(t *testing.T) {
 	if j := e.get(t, ids[2]); j.State != job.StateLeased {
 		t.Errorf("unexpired lease is %s", j.State)
 	}
-	if out, err := e.s.JobReclaimExpired(e.ctx, fixedPolicy(time.Minute)); err != nil || len(out) != 0 {
+	if out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, fixedPolicy(time.Minute)); err != nil || len(out) != 0 {
 		t.Errorf("second reclaim = %+v, %v", out, err)
 	}
 }
@@ -540,13 +570,13 @@ func TestJobLeaseExtend(t *testing.T) {
 	)
 	cs := e.claim(t, nil, "w", "w", "w", "w")
 	params := func(lease time.Duration) store.LeaseExtendParams {
-		p := store.LeaseExtendParams{Lease: lease}
+		p := store.LeaseExtendParams{Epoch: e.epoch, Lease: lease}
 		for _, id := range ids {
 			tok := cs[id].LeaseToken
 			if id == ids[0] {
 				tok += 1000
 			}
-			p.IDs, p.Tokens = append(p.IDs, id), append(p.Tokens, tok)
+			p.IDs, p.Tokens, p.Workers = append(p.IDs, id), append(p.Tokens, tok), append(p.Workers, "w")
 		}
 		return p
 	}
@@ -574,7 +604,7 @@ func TestJobLeaseExtend(t *testing.T) {
 	within(t, "extended lease", expiry(ids[1]), before.Add(time.Minute), 5*time.Second)
 	within(t, "lease past timeout", expiry(ids[2]), before.Add(10*time.Second), 5*time.Second)
 	within(t, "lease within timeout", expiry(ids[3]), before.Add(time.Minute), 5*time.Second)
-	if n, err := e.s.JobLeaseExtend(e.ctx, store.LeaseExtendParams{Lease: time.Minute}); err != nil || n != 0 {
+	if n, err := e.s.JobLeaseExtend(e.ctx, store.LeaseExtendParams{Epoch: e.epoch, Lease: time.Minute}); err != nil || n != 0 {
 		t.Errorf("extend nothing = %d, %v", n, err)
 	}
 }
@@ -607,10 +637,10 @@ func TestJobResultsWithUnstorableText(t *testing.T) {
 	e := newEnv(t)
 	ids := e.insertN(t, 5, "u", 3)
 	cs := e.claim(t, nil, "w", "w", "w", "w", "w")
-	out, err := e.s.JobFailMany(e.ctx, []store.Failure{
-		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, Error: strings.Repeat("€", 1000), Reason: job.ReasonError},
-		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, Error: "nul\x00byte", Reason: "odd\x00reason"},
-		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, Error: "bad utf-8 \xff\xfe", Reason: job.ReasonError},
+	out, err := e.s.JobFailMany(e.ctx, e.epoch, []store.Failure{
+		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID, Error: strings.Repeat("€", 1000), Reason: job.ReasonError},
+		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID, Error: "nul\x00byte", Reason: "odd\x00reason"},
+		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, WorkerID: cs[ids[2]].WorkerID, Error: "bad utf-8 \xff\xfe", Reason: job.ReasonError},
 	}, fixedPolicy(time.Hour))
 	if err != nil {
 		t.Fatalf("fail batch: %v", err)
@@ -629,9 +659,9 @@ func TestJobResultsWithUnstorableText(t *testing.T) {
 		t.Errorf("invalid UTF-8 error: %s %q", j.State, j.LastError)
 	}
 
-	fin, err := e.s.JobCompleteMany(e.ctx, []store.Completion{
-		{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken, Result: json.RawMessage(`{"s":"a\u0000b","k\u0000":1.50,"esc":"\\u0000","big":12345678901234567890}`)},
-		{ID: ids[4], LeaseToken: cs[ids[4]].LeaseToken, Result: json.RawMessage("[\"\\ud800\", \"\xff\", \"\\u00e9\"]")},
+	fin, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{
+		{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken, WorkerID: cs[ids[3]].WorkerID, Result: json.RawMessage(`{"s":"a\u0000b","k\u0000":1.50,"esc":"\\u0000","big":12345678901234567890}`)},
+		{ID: ids[4], LeaseToken: cs[ids[4]].LeaseToken, WorkerID: cs[ids[4]].WorkerID, Result: json.RawMessage("[\"\\ud800\", \"\xff\", \"\\u00e9\"]")},
 	})
 	if err != nil {
 		t.Fatalf("complete with unstorable text in the results: %v", err)
@@ -665,16 +695,16 @@ func TestFinishedAttemptRecordsHandlerStart(t *testing.T) {
 	// is inside the attempt.
 	inside := leasedAt[ids[0]].Add(300 * time.Millisecond)
 	time.Sleep(400 * time.Millisecond)
-	if _, err := e.s.JobCompleteMany(e.ctx, []store.Completion{
-		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, StartedAt: inside},
-		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, StartedAt: leasedAt[ids[1]].Add(-time.Hour)}, // clock behind
-		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, StartedAt: time.Now().Add(time.Hour)},        // clock ahead
-		{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken},                                              // unknown
+	if _, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{
+		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID, StartedAt: inside},
+		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID, StartedAt: leasedAt[ids[1]].Add(-time.Hour)}, // clock behind
+		{ID: ids[2], LeaseToken: cs[ids[2]].LeaseToken, WorkerID: cs[ids[2]].WorkerID, StartedAt: time.Now().Add(time.Hour)},        // clock ahead
+		{ID: ids[3], LeaseToken: cs[ids[3]].LeaseToken, WorkerID: cs[ids[3]].WorkerID},                                              // unknown
 	}); err != nil {
 		t.Fatal(err)
 	}
 	failInside := leasedAt[ids[4]].Add(200 * time.Millisecond)
-	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: ids[4], LeaseToken: cs[ids[4]].LeaseToken, Error: "x",
+	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: ids[4], LeaseToken: cs[ids[4]].LeaseToken, WorkerID: cs[ids[4]].WorkerID, Error: "x",
 		Reason: job.ReasonError, StartedAt: failInside})
 
 	if got := *e.get(t, ids[0]).StartedAt; !got.Equal(inside) {
@@ -710,8 +740,8 @@ func TestClaimPlanKeepsToIndexesAfterTheTableGrows(t *testing.T) {
 	claim := func() int {
 		t.Helper()
 		var n int
-		if err := conn.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_jobs(NULL, $1, 10000)`,
-			[]string{"w", "w"}).Scan(&n); err != nil {
+		if err := conn.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_jobs($1, NULL, $2, $3, 10000)`,
+			e.epoch, []string{"w", "w"}, []int64{1, 2}).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -730,7 +760,7 @@ func TestClaimPlanKeepsToIndexesAfterTheTableGrows(t *testing.T) {
 	}
 	defer tx.Rollback(e.ctx) //nolint:errcheck // read-only check
 	var n int
-	if err := tx.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_jobs(NULL, $1, 10000)`, []string{"w", "w"}).Scan(&n); err != nil {
+	if err := tx.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_jobs($1, NULL, $2, $3, 10000)`, e.epoch, []string{"w", "w"}, []int64{1, 2}).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	var seqScans int64

@@ -25,6 +25,9 @@ type env struct {
 	s   *store.Store
 	db  *pgxpool.Pool
 	url string
+	// epoch is the leadership the test's store writes under (every
+	// leader write carries it: dts_fence).
+	epoch int64
 }
 
 func newEnv(t *testing.T) *env {
@@ -41,7 +44,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("open pool: %v", err)
 	}
 	t.Cleanup(db.Close)
-	return &env{ctx: ctx, s: s, db: db, url: url}
+	epoch, err := s.LeaderAcquire(ctx, "test", time.Hour)
+	if err != nil || epoch == 0 {
+		t.Fatalf("acquire leadership: %d, %v", epoch, err)
+	}
+	return &env{ctx: ctx, s: s, db: db, url: url, epoch: epoch}
 }
 
 // exec runs one SQL statement and returns the rows it affected.
@@ -101,7 +108,7 @@ func (e *env) insertN(t *testing.T, n int, name string, maxRetries int) []int64 
 // returns them by id.
 func (e *env) claim(t *testing.T, types []string, slots ...string) map[int64]store.Claimed {
 	t.Helper()
-	cs, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Types: types, Slots: slots, Lease: time.Minute})
+	cs, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: e.epoch, Types: types, Slots: slots, Lease: time.Minute})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -145,7 +152,7 @@ func (e *env) makeDue(t *testing.T, id int64) {
 
 func (e *env) fail(t *testing.T, policy store.RetryPolicy, fs ...store.Failure) map[int64]store.FailOutcome {
 	t.Helper()
-	out, err := e.s.JobFailMany(e.ctx, fs, policy)
+	out, err := e.s.JobFailMany(e.ctx, e.epoch, fs, policy)
 	if err != nil {
 		t.Fatalf("fail: %v", err)
 	}

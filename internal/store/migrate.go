@@ -14,13 +14,20 @@ import (
 //go:embed migrations/*.up.sql
 var migrationFS embed.FS
 
+// functionsSQL holds the server-side functions, applied on every start
+// after the migrations (CREATE OR REPLACE; edit the file in place).
+//
+//go:embed functions.sql
+var functionsSQL string
+
 // migrationLockKey is the advisory lock that serialises migrations when
 // several processes start at once.
 const migrationLockKey = 727_001
 
 // Migrate applies every embedded migration not yet recorded in
-// schema_migrations, in file-name order, each in its own transaction, under an
-// advisory lock. It is safe to call from every process at start-up.
+// schema_migrations, in file-name order, each in its own transaction, then
+// functions.sql, all under an advisory lock. It is safe to call from every
+// process at start-up.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -68,6 +75,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err := tx.Commit(ctx); err != nil {
 			return fmt.Errorf("migrate: commit %s: %w", version, err)
 		}
+	}
+	if _, err := conn.Exec(ctx, functionsSQL); err != nil {
+		return fmt.Errorf("migrate: apply functions.sql: %w", err)
 	}
 	return nil
 }

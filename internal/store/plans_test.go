@@ -30,6 +30,10 @@ func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	epoch, err := s.LeaderAcquire(ctx, "test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	round := func(n int) {
 		t.Helper()
@@ -40,22 +44,22 @@ func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 		if _, err := s.JobInsert(ctx, ps); err != nil {
 			t.Fatal(err)
 		}
-		cs, err := s.JobClaimBatch(ctx, store.JobClaimParams{Slots: []string{"w", "w", "w"}, Lease: time.Minute})
+		cs, err := s.JobClaimBatch(ctx, store.JobClaimParams{Epoch: epoch, Slots: []string{"w", "w", "w"}, Lease: time.Minute})
 		if err != nil || len(cs) != 3 {
 			t.Fatalf("claim = %d jobs, %v", len(cs), err)
 		}
-		if fin, err := s.JobCompleteMany(ctx, []store.Completion{{ID: cs[0].ID, LeaseToken: cs[0].LeaseToken}}); err != nil || len(fin) != 1 {
+		if fin, err := s.JobCompleteMany(ctx, epoch, []store.Completion{{ID: cs[0].ID, LeaseToken: cs[0].LeaseToken, WorkerID: cs[0].WorkerID}}); err != nil || len(fin) != 1 {
 			t.Fatalf("complete = %v, %v", fin, err)
 		}
-		out, err := s.JobFailMany(ctx, []store.Failure{{ID: cs[1].ID, LeaseToken: cs[1].LeaseToken, Reason: job.ReasonError}},
+		out, err := s.JobFailMany(ctx, epoch, []store.Failure{{ID: cs[1].ID, LeaseToken: cs[1].LeaseToken, WorkerID: cs[1].WorkerID, Reason: job.ReasonError}},
 			func(int) time.Duration { return time.Hour })
 		if err != nil || len(out) != 1 {
 			t.Fatalf("fail = %v, %v", out, err)
 		}
-		if rel, err := s.JobReleaseMany(ctx, []store.Release{{ID: cs[2].ID, LeaseToken: cs[2].LeaseToken}}); err != nil || len(rel) != 1 {
+		if rel, err := s.JobReleaseMany(ctx, epoch, []store.Release{{ID: cs[2].ID, LeaseToken: cs[2].LeaseToken, WorkerID: cs[2].WorkerID}}); err != nil || len(rel) != 1 {
 			t.Fatalf("release = %v, %v", rel, err)
 		}
-		if _, err := s.JobReclaimExpired(ctx, func(int) time.Duration { return 0 }); err != nil {
+		if _, err := s.JobReclaimExpired(ctx, epoch, func(int) time.Duration { return 0 }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -112,6 +112,9 @@ func interpretError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if pgErr.Code == sqlstateDeposed {
+			return fmt.Errorf("%w: %w: %s", job.ErrDeposed, job.ErrRefused, pgErr.Message)
+		}
 		if pgErr.Code == "23505" { // unique_violation
 			return fmt.Errorf("%w: %w: %s", job.ErrConflict, job.ErrRefused, pgErr.Message)
 		}
@@ -124,6 +127,10 @@ func interpretError(err error) error {
 	}
 	return err
 }
+
+// sqlstateDeposed is what dts_fence raises when a leader's epoch is no
+// longer current (functions.sql).
+const sqlstateDeposed = "DTS01"
 
 // severity is the untranslated severity of a server message.
 func severity(e *pgconn.PgError) string {

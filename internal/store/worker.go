@@ -20,7 +20,7 @@ type WorkerRow struct {
 
 // WorkerSync writes the leader's view of the fleet: it upserts every worker
 // in ws and marks every other recorded worker unavailable, in one statement.
-func (s *Store) WorkerSync(ctx context.Context, ws []WorkerRow) error {
+func (s *Store) WorkerSync(ctx context.Context, epoch int64, ws []WorkerRow) error {
 	n := len(ws)
 	ids, states, types := make([]string, n), make([]string, n), make([]string, n)
 	conc, inflight := make([]int32, n), make([]int32, n)
@@ -35,16 +35,17 @@ func (s *Store) WorkerSync(ctx context.Context, ws []WorkerRow) error {
 	_, err := s.pool.Exec(ctx, `
 		WITH gone AS (
 			UPDATE workers SET state = 'unavailable', in_flight = 0
-			WHERE state <> 'unavailable' AND NOT (id = ANY($1))
+			WHERE state <> 'unavailable' AND NOT (id = ANY($1)) AND (SELECT dts_fence($8))
 		)
 		INSERT INTO workers (id, job_types, concurrency, state, in_flight, last_heartbeat_at, last_assigned_at)
 		SELECT id, string_to_array(types, E'\x1f'), conc, state, inflight, beat, assigned
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[], $7::timestamptz[])
 			AS u(id, types, conc, state, inflight, beat, assigned)
+		WHERE (SELECT dts_fence($8))
 		ON CONFLICT (id) DO UPDATE SET job_types = excluded.job_types, concurrency = excluded.concurrency,
 			state = excluded.state, in_flight = excluded.in_flight, last_heartbeat_at = excluded.last_heartbeat_at,
 			last_assigned_at = coalesce(excluded.last_assigned_at, workers.last_assigned_at)`,
-		ids, types, conc, states, inflight, beats, assigned)
+		ids, types, conc, states, inflight, beats, assigned, epoch)
 	if err != nil {
 		return fmt.Errorf("sync workers: %w", interpretError(err))
 	}
@@ -52,8 +53,8 @@ func (s *Store) WorkerSync(ctx context.Context, ws []WorkerRow) error {
 }
 
 // WorkerDelete forgets a worker that left cleanly.
-func (s *Store) WorkerDelete(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE id = $1`, id); err != nil {
+func (s *Store) WorkerDelete(ctx context.Context, epoch int64, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE id = $1 AND (SELECT dts_fence($2))`, id, epoch); err != nil {
 		return fmt.Errorf("delete worker %s: %w", id, interpretError(err))
 	}
 	return nil
@@ -62,9 +63,10 @@ func (s *Store) WorkerDelete(ctx context.Context, id string) error {
 // WorkerCleanup deletes workers unavailable and silent for longer than age
 // (a worker id of hostname-pid is new at every restart) and returns how
 // many it deleted.
-func (s *Store) WorkerCleanup(ctx context.Context, age time.Duration) (int64, error) {
+func (s *Store) WorkerCleanup(ctx context.Context, epoch int64, age time.Duration) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE state = 'unavailable'
-		AND coalesce(last_heartbeat_at, registered_at) < now() - $1 * interval '1 millisecond'`, millis(age))
+		AND coalesce(last_heartbeat_at, registered_at) < now() - $1 * interval '1 millisecond'
+		AND (SELECT dts_fence($2))`, millis(age), epoch)
 	if err != nil {
 		return 0, fmt.Errorf("clean up workers: %w", interpretError(err))
 	}

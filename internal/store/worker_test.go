@@ -18,7 +18,7 @@ func TestWorkerSync(t *testing.T) {
 		{ID: "w2", JobTypes: []string{"*"}, Concurrency: 2, State: "busy", InFlight: 2, LastHeartbeatAt: now},
 		{ID: "w3", Concurrency: 1, State: "available", LastHeartbeatAt: now},
 	}
-	if err := e.s.WorkerSync(e.ctx, first); err != nil {
+	if err := e.s.WorkerSync(e.ctx, e.epoch, first); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 	got := list(t, e)
@@ -39,7 +39,7 @@ func TestWorkerSync(t *testing.T) {
 
 	// w1 changes and keeps its last assignment; w2 and w3 are gone.
 	later := now.Add(time.Second)
-	if err := e.s.WorkerSync(e.ctx, []store.WorkerRow{{ID: "w1", JobTypes: []string{"email"}, Concurrency: 8, State: "draining", InFlight: 3, LastHeartbeatAt: later}}); err != nil {
+	if err := e.s.WorkerSync(e.ctx, e.epoch, []store.WorkerRow{{ID: "w1", JobTypes: []string{"email"}, Concurrency: 8, State: "draining", InFlight: 3, LastHeartbeatAt: later}}); err != nil {
 		t.Fatal(err)
 	}
 	got = list(t, e)
@@ -55,13 +55,13 @@ func TestWorkerSync(t *testing.T) {
 	}
 
 	// A worker that comes back is available again; an empty fleet marks all unavailable.
-	if err := e.s.WorkerSync(e.ctx, []store.WorkerRow{{ID: "w2", Concurrency: 2, State: "available", LastHeartbeatAt: later}}); err != nil {
+	if err := e.s.WorkerSync(e.ctx, e.epoch, []store.WorkerRow{{ID: "w2", Concurrency: 2, State: "available", LastHeartbeatAt: later}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := list(t, e); got[1].State != "available" || got[0].State != "unavailable" {
 		t.Errorf("after w2 returned: %+v", got)
 	}
-	if err := e.s.WorkerSync(e.ctx, nil); err != nil {
+	if err := e.s.WorkerSync(e.ctx, e.epoch, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range list(t, e) {
@@ -84,14 +84,14 @@ func TestWorkerCleanupDeletesOnlyLongUnavailable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	old := time.Now().Add(-48 * time.Hour)
-	if err := e.s.WorkerSync(e.ctx, []store.WorkerRow{
+	if err := e.s.WorkerSync(e.ctx, e.epoch, []store.WorkerRow{
 		{ID: "gone", JobTypes: []string{"*"}, Concurrency: 1, State: "unavailable", LastHeartbeatAt: old},
 		{ID: "recent", JobTypes: []string{"*"}, Concurrency: 1, State: "unavailable", LastHeartbeatAt: time.Now()},
 		{ID: "alive", JobTypes: []string{"*"}, Concurrency: 1, State: "available", LastHeartbeatAt: old},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.s.WorkerCleanup(e.ctx, 24*time.Hour)
+	n, err := e.s.WorkerCleanup(e.ctx, e.epoch, 24*time.Hour)
 	if err != nil || n != 1 {
 		t.Fatalf("WorkerCleanup = %d, %v; want 1 deleted", n, err)
 	}

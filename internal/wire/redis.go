@@ -76,13 +76,17 @@ type Heartbeat struct {
 	SentAt      time.Time  `json:"sent_at"` // informational only; ages use the receiver's clock
 }
 
-// DeadEntry is one dead-letter list entry: the original job, why it died and
-// every attempt's error. The same facts live in PostgreSQL.
+// DeadEntry is one dead-letter list entry: which job died, why, and its
+// last error (cut to 512 characters). The coordinator writes ids and
+// metadata only, never the payload or the error history, so that the
+// mirror's size does not grow with what jobs carry; GET /dlq and GET
+// /jobs/{id} have everything. Payload and Errors stay in the type for
+// readers of entries written by older versions.
 type DeadEntry struct {
 	JobID       int64           `json:"job_id"`
 	OriginalJob DeadJob         `json:"original_job"`
 	Reason      string          `json:"reason"`
-	Errors      json.RawMessage `json:"errors"`
+	Errors      json.RawMessage `json:"errors,omitempty"`
 	FailedAt    time.Time       `json:"failed_at"`
 }
 
@@ -91,7 +95,7 @@ type DeadJob struct {
 	JobID      int64           `json:"job_id"`
 	Name       string          `json:"name"`
 	Queue      string          `json:"queue"`
-	Payload    json.RawMessage `json:"payload"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
 	Attempts   int             `json:"attempts"`
 	MaxRetries int             `json:"max_retries"`
 	LastError  string          `json:"error"`

@@ -1,5 +1,6 @@
 // Package registry is the leader coordinator's view of the worker fleet:
-// who is alive (by heartbeats timed on the coordinator's own clock), which
+// who is alive (by when its heartbeats arrived in Redis, on Redis's clock:
+// see the coordinator's heartbeat reader), which
 // job types each handles, which leases each holds, and who was assigned work
 // least recently. It makes the assignment decision (Slots) as a pure
 // function of that state, so it is tested without servers and with an
@@ -148,19 +149,53 @@ func (r *Registry) TouchAll(now time.Time) {
 	}
 }
 
+// Lease is one lease the registry recorded for a worker.
+type Lease struct {
+	JobID int64
+	Token int64
+}
+
+// Expired is a worker that just became unavailable, with the leases it held
+// at that moment: the only ones its reclaim may touch (a worker that comes
+// back under the same id keeps the leases it gets after).
+type Expired struct {
+	ID     string
+	Leases []Lease
+}
+
 // Expire marks unavailable every worker silent for longer than the deadline
-// and returns the ids that just became unavailable.
-func (r *Registry) Expire(now time.Time) []string {
+// at now (on the clock heartbeats are timed with) and returns those that
+// just became unavailable, sorted by id.
+func (r *Registry) Expire(now time.Time) []Expired {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
+	var out []Expired
 	for _, w := range r.workers {
 		if !w.Gone && now.Sub(w.LastSeen) > r.deadline {
 			w.Gone = true
-			out = append(out, w.ID)
+			out = append(out, Expired{ID: w.ID, Leases: w.leases()})
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Leases returns the leases recorded for a worker, by job id.
+func (r *Registry) Leases(id string) []Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[id]; ok {
+		return w.leases()
+	}
+	return nil
+}
+
+func (w *Worker) leases() []Lease {
+	out := make([]Lease, 0, len(w.InFlight))
+	for id, tok := range w.InFlight {
+		out = append(out, Lease{JobID: id, Token: tok})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].JobID < out[j].JobID })
 	return out
 }
 
@@ -264,18 +299,6 @@ func (r *Registry) Done(jobID, token int64) {
 	}
 }
 
-// ForgetLeases drops every lease a worker holds in the registry's view.
-func (r *Registry) ForgetLeases(workerID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w, ok := r.workers[workerID]; ok {
-		for id := range w.InFlight {
-			delete(r.owner, id)
-		}
-		w.InFlight = map[int64]int64{}
-	}
-}
-
 // Snapshot returns copies of every worker, sorted by id.
 func (r *Registry) Snapshot() []Worker {
 	r.mu.Lock()
@@ -294,15 +317,20 @@ func (r *Registry) Snapshot() []Worker {
 	return out
 }
 
-// Remove forgets workers unavailable for longer than keep.
-func (r *Registry) Remove(now time.Time, keep time.Duration) {
+// Remove forgets workers unavailable, holding no lease, and silent for
+// longer than keep at now, and returns their ids.
+func (r *Registry) Remove(now time.Time, keep time.Duration) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var out []string
 	for id, w := range r.workers {
 		if w.Gone && len(w.InFlight) == 0 && now.Sub(w.LastSeen) > keep {
 			delete(r.workers, id)
+			out = append(out, id)
 		}
 	}
+	sort.Strings(out)
+	return out
 }
 
 // Usable reports whether a worker is known, alive and not draining.

@@ -73,9 +73,22 @@ func TestSlotsSkipBusyDrainingAndGone(t *testing.T) {
 	d.Draining = true
 	r.Heartbeat(d, t0)
 	r.Heartbeat(hb("old", 4), t0.Add(-10*time.Second))
+	r.Assigned("old", 7, 70, t0.Add(-10*time.Second))
 	r.Heartbeat(hb("ok", 1), t0)
-	if gone := r.Expire(t0); !reflect.DeepEqual(gone, []string{"old"}) {
-		t.Fatalf("Expire = %v, want [old]", gone)
+	if gone := r.Expire(t0); !reflect.DeepEqual(gone, []Expired{{ID: "old", Leases: []Lease{{JobID: 7, Token: 70}}}}) {
+		t.Fatalf("Expire = %v, want [old] with its lease of job 7", gone)
+	}
+	// It comes back under the same id and gets a new lease: the leases
+	// named at its expiry do not grow.
+	r.Heartbeat(hb("old", 4), t0)
+	r.Assigned("old", 8, 80, t0)
+	if got := r.Leases("old"); len(got) != 2 {
+		t.Fatalf("Leases(old) = %v, want jobs 7 and 8", got)
+	}
+	r.Done(7, 70)
+	r.Heartbeat(hb("old", 4), t0.Add(-10*time.Second)) // silent again
+	if gone := r.Expire(t0); !reflect.DeepEqual(gone, []Expired{{ID: "old", Leases: []Lease{{JobID: 8, Token: 80}}}}) {
+		t.Fatalf("Expire = %v, want [old] with its lease of job 8", gone)
 	}
 	if gone := r.Expire(t0); len(gone) != 0 {
 		t.Fatalf("second Expire = %v, want none (already unavailable)", gone)

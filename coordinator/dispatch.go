@@ -1,0 +1,206 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// dispatchStore is what the dispatcher writes: claims, and releases of
+// jobs it could not deliver.
+type dispatchStore interface {
+	JobClaimBatch(ctx context.Context, p store.JobClaimParams) ([]store.Claimed, error)
+	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
+}
+
+// dispatchQueue delivers jobs and carries the submitters' wake-ups.
+type dispatchQueue interface {
+	Deliver(ctx context.Context, byWorker map[string][]wire.Delivery) error
+	SubscribeWake(ctx context.Context) (<-chan struct{}, func())
+}
+
+// dispatcher leases due jobs to free slots whenever something may have
+// changed: a submit's wake-up, a freed slot, a new worker, or the poll timer
+// (which is how retries and scheduled jobs come due). One round is one
+// claim statement per group of free slots (workers handling the same job
+// types) and one pipelined delivery; a group whose claim fails does not
+// stop the others.
+type dispatcher struct {
+	base
+	loop
+	store dispatchStore
+	queue dispatchQueue
+	// claimSize is how many slots the next round offers (nextClaimSize).
+	claimSize int
+}
+
+// Start starts dispatching; Stop stops it.
+func (d *dispatcher) Start(ctx context.Context) error {
+	d.start(ctx, d.run)
+	return nil
+}
+
+func (d *dispatcher) run(ctx context.Context) {
+	wake, stop := d.queue.SubscribeWake(ctx)
+	defer stop()
+	t := time.NewTicker(d.cfg.PollInterval)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		more, err := d.round(ctx)
+		if err != nil {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		if more {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-d.l.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// round runs one dispatch round. It reports whether some group filled every
+// slot it offered (so more due jobs may be waiting), and the first error.
+func (d *dispatcher) round(ctx context.Context) (more bool, err error) {
+	if d.claimSize == 0 {
+		d.claimSize = min(minClaimSize, d.cfg.ClaimBatch)
+	}
+	groups := d.l.workers.Slots(d.claimSize)
+	offered, total := 0, 0
+	for _, g := range groups {
+		offered += len(g.Slots)
+	}
+	for _, g := range groups {
+		n, filled, gerr := d.dispatchGroup(ctx, g.Types, g.Slots)
+		total += n
+		more = more || filled
+		if gerr != nil && err == nil {
+			err = gerr
+		}
+		select {
+		case <-d.l.deposed:
+			return false, err
+		default:
+		}
+	}
+	if err == nil {
+		d.claimSize = nextClaimSize(d.claimSize, offered, total, more, d.cfg.ClaimBatch)
+	}
+	return more, err
+}
+
+// dispatchGroup claims jobs for one group of slots and delivers them; it
+// returns how many it claimed and whether that filled the slots.
+func (d *dispatcher) dispatchGroup(ctx context.Context, types, slots []string) (int, bool, error) {
+	t0 := time.Now()
+	claimed, err := d.store.JobClaimBatch(ctx, store.JobClaimParams{Epoch: d.l.epoch, Types: types, Slots: slots, Lease: d.cfg.LeaseDuration})
+	d.metrics.dispatchStep.WithLabelValues("claim").Observe(time.Since(t0).Seconds())
+	if err != nil {
+		d.storeError(ctx, "claim", err)
+		return 0, false, err
+	}
+	d.metrics.claimBatch.Observe(float64(len(claimed)))
+	n, filled := len(claimed), len(claimed) == len(slots)
+	if n == 0 {
+		return 0, false, nil
+	}
+	// A worker may have been declared dead between Slots and the claim's
+	// commit; its reclaim may already have run and missed these leases.
+	// Give them back now instead of waiting for the lease to run out.
+	claimed = d.dropGone(ctx, claimed)
+	if len(claimed) == 0 {
+		return n, filled, nil
+	}
+	now := time.Now()
+	byWorker := map[string][]wire.Delivery{}
+	debug := d.log.Enabled(ctx, slog.LevelDebug)
+	for _, j := range claimed {
+		// Record the lease before delivering, so a result that comes back
+		// at once finds it.
+		d.l.workers.Assigned(j.WorkerID, j.ID, j.LeaseToken, now)
+		if debug {
+			d.log.DebugContext(ctx, "job leased", "job_id", j.ID, "worker_id", j.WorkerID, "attempt", j.Attempt)
+		}
+		byWorker[j.WorkerID] = append(byWorker[j.WorkerID], wire.Delivery{
+			JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
+			MaxRetries: j.MaxRetries, TimeoutSeconds: j.TimeoutSeconds, LeaseToken: j.LeaseToken, CreatedAt: j.CreatedAt,
+		})
+	}
+	t0 = time.Now()
+	err = d.queue.Deliver(ctx, byWorker)
+	d.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())
+	if err != nil {
+		d.redisError(ctx, "deliver", err)
+		d.undeliver(ctx, claimed)
+		return n, false, err
+	}
+	for _, j := range claimed {
+		d.metrics.dispatched.WithLabelValues(d.typeLabel(j.Name)).Inc()
+	}
+	return n, filled, nil
+}
+
+// minClaimSize is the fewest slots a dispatch round offers while jobs come
+// in a trickle.
+const minClaimSize = 32
+
+// nextClaimSize sizes the next round's offer of slots from this round's:
+// eight times larger after a round in which some group's claim filled the
+// slots it was offered (a backlog: 32, 256, then the claim batch), four
+// times what was claimed (at least minClaimSize) after a round that found
+// fewer due jobs than slots, and unchanged after a round with no free slot
+// to offer. Offering the whole claim batch every round would send, and have
+// PostgreSQL decode, a thousand worker ids per claim while jobs arrive one
+// or two at a time: that was a tenth of the coordinator's CPU at 1,000
+// single submits a second.
+func nextClaimSize(size, offered, claimed int, filled bool, limit int) int {
+	switch {
+	case offered == 0:
+		return size
+	case filled:
+		return min(limit, 8*size)
+	default:
+		return min(limit, max(4*claimed, minClaimSize))
+	}
+}
+
+// dropGone releases the claimed jobs whose worker is no longer usable and
+// returns the rest.
+func (d *dispatcher) dropGone(ctx context.Context, claimed []store.Claimed) []store.Claimed {
+	keep, gone := claimed[:0:0], []store.Claimed(nil)
+	for _, j := range claimed {
+		if d.l.workers.Usable(j.WorkerID) {
+			keep = append(keep, j)
+		} else {
+			gone = append(gone, j)
+		}
+	}
+	if len(gone) > 0 {
+		d.undeliver(ctx, gone)
+	}
+	return keep
+}
+
+// undeliver gives back jobs that were leased but could not be delivered;
+// the attempt does not count. If even that fails their leases expire.
+func (d *dispatcher) undeliver(ctx context.Context, claimed []store.Claimed) {
+	rs := make([]store.Release, len(claimed))
+	for i, j := range claimed {
+		rs[i] = store.Release{ID: j.ID, LeaseToken: j.LeaseToken, WorkerID: j.WorkerID}
+	}
+	if _, err := d.store.JobReleaseMany(context.WithoutCancel(ctx), d.l.epoch, rs); err != nil {
+		d.storeError(ctx, "release", err)
+		return
+	}
+	for _, j := range claimed {
+		d.l.workers.Done(j.ID, j.LeaseToken)
+	}
+	d.metrics.reclaimed.WithLabelValues("delivery_failed").Add(float64(len(claimed)))
+}

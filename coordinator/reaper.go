@@ -1,0 +1,164 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// reaperStore is what the reaper writes: reclaims and releases of the
+// leases it recorded, and the workers table.
+type reaperStore interface {
+	JobReclaimLeases(ctx context.Context, epoch int64, ls []store.Release, policy store.RetryPolicy) ([]store.FailOutcome, error)
+	JobReclaimExpired(ctx context.Context, epoch int64, policy store.RetryPolicy) ([]store.FailOutcome, error)
+	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
+	WorkerDelete(ctx context.Context, epoch int64, id string) error
+}
+
+// reaperQueue is where it removes the deliveries of reclaimed leases.
+type reaperQueue interface {
+	RemoveDeliveries(ctx context.Context, workerID string, tokens []int64) (int, error)
+	DropWorkerQueues(ctx context.Context, workerID string) error
+	PushDead(ctx context.Context, es []wire.DeadEntry) error
+}
+
+// reaper reclaims the leases of workers gone silent (at once, without
+// backoff), releases what a cleanly stopped worker left leased, and
+// reclaims leases that ran out.
+//
+// It judges nobody unless the heartbeat reader has caught up recently
+// (liveness): a leader that was paused, or whose reader is blocked in Redis
+// or PostgreSQL, would otherwise take its own delay for the workers'
+// silence. Silence is measured on the clock heartbeats are timed with (the
+// horizon, Redis's), and a reclaim acts only on the (job, token, worker)
+// triples the registry recorded for that worker when it became unavailable.
+// Every reclaim is fenced by the epoch in its own transaction, which is how
+// leadership is confirmed before it.
+type reaper struct {
+	base
+	loop
+	store reaperStore
+	queue reaperQueue
+	retry store.RetryPolicy
+}
+
+// Start starts reaping, every heartbeat interval / 4; Stop stops it.
+func (r *reaper) Start(ctx context.Context) error {
+	r.start(ctx, r.run)
+	return nil
+}
+
+func (r *reaper) run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.HeartbeatInterval / 4)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.tick(ctx)
+	}
+}
+
+// maxHeartbeatLag is how long ago the heartbeat reader may last have
+// caught up for the reaper to trust its view: one interval of blocking read
+// plus one of slack.
+func (r *reaper) maxHeartbeatLag() time.Duration { return 2 * r.cfg.HeartbeatInterval }
+
+// stopGrace is how long after a worker's stopped heartbeat its leftover
+// leases are released: long enough for its last results, sent before that
+// heartbeat, to be applied first.
+func (r *reaper) stopGrace() time.Duration { return 2 * r.cfg.HeartbeatInterval }
+
+// tick runs one round.
+func (r *reaper) tick(ctx context.Context) {
+	horizon, ok := r.l.live.fresh(time.Now(), r.maxHeartbeatLag())
+	if !ok {
+		r.metrics.reaperSkipped.Inc()
+		return // behind, or blind: cannot tell a dead worker from our own delay
+	}
+	for _, id := range r.l.workers.StoppedBefore(horizon.Add(-r.stopGrace())) {
+		r.releaseStopped(ctx, id)
+	}
+	for _, w := range r.l.workers.Expire(horizon) {
+		r.reclaimWorker(ctx, w)
+	}
+	outs, err := r.store.JobReclaimExpired(ctx, r.l.epoch, r.retry)
+	if err != nil {
+		r.storeError(ctx, "reclaim_expired", err)
+		return
+	}
+	r.metrics.leaseTimeouts.Add(float64(len(outs)))
+	r.metrics.jobsTotal.WithLabelValues("timeout").Add(float64(len(outs)))
+	r.afterReclaim(ctx, outs, job.ReasonLeaseTimeout)
+}
+
+// reclaimWorker reclaims the leases a worker held when it became
+// unavailable and removes their deliveries from its list.
+func (r *reaper) reclaimWorker(ctx context.Context, w registry.Expired) {
+	r.log.WarnContext(ctx, "worker unavailable: missed heartbeats; reclaiming its leases", "worker_id", w.ID, "leases", len(w.Leases))
+	if len(w.Leases) == 0 {
+		return
+	}
+	ls := make([]store.Release, len(w.Leases))
+	tokens := make([]int64, len(w.Leases))
+	for i, x := range w.Leases {
+		ls[i] = store.Release{ID: x.JobID, LeaseToken: x.Token, WorkerID: w.ID}
+		tokens[i] = x.Token
+	}
+	outs, err := r.store.JobReclaimLeases(ctx, r.l.epoch, ls, r.retry)
+	if err != nil {
+		r.storeError(ctx, "reclaim_worker", err)
+		return // its leases expire and are reclaimed by lease_timeout
+	}
+	for _, x := range w.Leases {
+		r.l.workers.Done(x.JobID, x.Token) // applied, or already ended
+	}
+	r.afterReclaim(ctx, outs, job.ReasonWorkerFailure)
+	if _, err := r.queue.RemoveDeliveries(ctx, w.ID, tokens); err != nil {
+		r.redisError(ctx, "remove_deliveries", err)
+	}
+}
+
+// releaseStopped hands back the leases a cleanly stopped worker still
+// holds (jobs delivered after it stopped reading its list) and forgets it.
+func (r *reaper) releaseStopped(ctx context.Context, id string) {
+	held := r.l.workers.Leases(id)
+	rs := make([]store.Release, len(held))
+	for i, x := range held {
+		rs[i] = store.Release{ID: x.JobID, LeaseToken: x.Token, WorkerID: id}
+	}
+	released, err := r.store.JobReleaseMany(ctx, r.l.epoch, rs)
+	if err != nil {
+		r.storeError(ctx, "release_worker", err)
+		return
+	}
+	r.l.workers.Forget(id) // it left on purpose: not a worker down
+	if err := r.store.WorkerDelete(ctx, r.l.epoch, id); err != nil {
+		r.storeError(ctx, "sync_workers", err)
+	}
+	if err := r.queue.DropWorkerQueues(ctx, id); err != nil {
+		r.redisError(ctx, "drop_worker_queues", err)
+	}
+	r.metrics.reclaimed.WithLabelValues("worker_stopped").Add(float64(len(released)))
+	r.log.InfoContext(ctx, "worker stopped; released the jobs it left leased", "worker_id", id, "released", len(released), "job_ids", released)
+	r.l.wake()
+}
+
+func (r *reaper) afterReclaim(ctx context.Context, outs []store.FailOutcome, reason string) {
+	if len(outs) == 0 {
+		return
+	}
+	for _, o := range outs {
+		r.l.workers.Done(o.ID, o.LeaseToken)
+		r.log.WarnContext(ctx, "lease reclaimed", "job_id", o.ID, "attempt", o.Attempts, "worker_id", o.WorkerID, "reason", reason, "next_state", o.State)
+	}
+	r.metrics.reclaimed.WithLabelValues(reason).Add(float64(len(outs)))
+	afterFailures(ctx, &r.base, r.queue, outs)
+	r.l.wake()
+}

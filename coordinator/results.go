@@ -1,0 +1,329 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// resultStore is what the result applier writes.
+type resultStore interface {
+	JobCompleteMany(ctx context.Context, epoch int64, cs []store.Completion) ([]store.Finished, error)
+	JobFailMany(ctx context.Context, epoch int64, fs []store.Failure, policy store.RetryPolicy) ([]store.FailOutcome, error)
+	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
+}
+
+// resultQueue is where results come from, and where dead jobs are mirrored.
+type resultQueue interface {
+	EnsureResultsGroup(ctx context.Context) error
+	ReadResults(ctx context.Context, pending bool, max int, block time.Duration) ([]queue.ReceivedResult, []string, error)
+	AckResults(ctx context.Context, ids []string) error
+	PushDead(ctx context.Context, es []wire.DeadEntry) error
+}
+
+// resultApplier applies results from the results stream in batches:
+// completions in one statement, failures in one transaction, releases in
+// one statement, each matching the lease's token and worker. A batch is
+// acknowledged only after PostgreSQL committed it; if it could not be
+// written (PostgreSQL away) it is read again from the pending list.
+//
+// No result can hold up the others. A result's JSON passes the rules a
+// submitted payload does before it reaches a statement (one that breaks
+// them is recorded as a failed attempt, reason invalid_result); if
+// PostgreSQL still refuses a batch, it is applied row by row and the row it
+// refuses is recorded the same way. The pending list is read again every
+// resultsRescan, so results left unacknowledged (an ack that failed, a
+// deposed leader that read but could not apply them) are not orphaned.
+type resultApplier struct {
+	base
+	loop
+	store resultStore
+	queue resultQueue
+	// allowed drops results from workers the leader has not registered
+	// (auth.go); the dropped ones are acknowledged with the rest.
+	allowed func([]queue.ReceivedResult) []queue.ReceivedResult
+	retry   store.RetryPolicy
+}
+
+// resultsRescan is how often the pending list is read again.
+const resultsRescan = 10 * time.Second
+
+// maxResultBytes bounds a stored result, as MAX_PAYLOAD_BYTES's default
+// bounds a payload.
+const maxResultBytes = 1 << 20
+
+// Start starts applying results; Stop stops it.
+func (a *resultApplier) Start(ctx context.Context) error {
+	a.start(ctx, a.run)
+	return nil
+}
+
+func (a *resultApplier) run(ctx context.Context) {
+	if err := a.queue.EnsureResultsGroup(ctx); err != nil {
+		a.redisError(ctx, "results_group", err)
+	}
+	pending, lastRescan := true, time.Now()
+	for ctx.Err() == nil {
+		if time.Since(lastRescan) >= resultsRescan {
+			pending = true
+		}
+		if pending {
+			lastRescan = time.Now()
+		}
+		rs, bad, err := a.queue.ReadResults(ctx, pending, a.cfg.ResultBatch, a.cfg.HeartbeatInterval)
+		if err != nil {
+			a.redisError(ctx, "results_read", err)
+			pending = true
+			continue
+		}
+		if pending && len(rs) == 0 && len(bad) == 0 {
+			pending = false
+			continue
+		}
+		if len(bad) > 0 {
+			a.metrics.badMessages.WithLabelValues("results").Add(float64(len(bad)))
+			a.log.WarnContext(ctx, "dropping undecodable results", "count", len(bad))
+		}
+		if len(rs) > 0 {
+			if err := a.apply(ctx, a.allowed(rs)); err != nil {
+				a.storeError(ctx, "apply_results", err)
+				pending = true // not acknowledged: read them again
+				sleepCtx(ctx, 200*time.Millisecond)
+				continue
+			}
+		}
+		ids := append(make([]string, 0, len(rs)+len(bad)), bad...)
+		for _, r := range rs {
+			ids = append(ids, r.ID)
+		}
+		if err := a.queue.AckResults(ctx, ids); err != nil {
+			// Applied but not acknowledged: they come back as stale.
+			a.redisError(ctx, "results_ack", err)
+		}
+	}
+}
+
+// apply records one batch. If PostgreSQL refuses it (an ERROR: nothing was
+// written), each result is applied alone, so that only the refused one
+// fails; a completion refused alone becomes a failed attempt.
+func (a *resultApplier) apply(ctx context.Context, rs []queue.ReceivedResult) error {
+	err := a.applyBatch(ctx, rs)
+	if !refused(err) || len(rs) == 1 {
+		return err
+	}
+	a.log.WarnContext(ctx, "postgres refused a batch of results; applying them one by one", "count", len(rs), "error", err)
+	for _, r := range rs {
+		err := a.applyBatch(ctx, []queue.ReceivedResult{r})
+		if refused(err) && r.Result.Outcome == wire.OutcomeCompleted {
+			r.Result = invalidResult(r.Result, fmt.Sprintf("result refused by PostgreSQL: %v", err))
+			err = a.applyBatch(ctx, []queue.ReceivedResult{r})
+		}
+		if refused(err) {
+			// Nothing this result says can be stored; its lease will run
+			// out and the attempt be retried. Dropping it (it is
+			// acknowledged with the batch) keeps everything else moving.
+			a.metrics.badMessages.WithLabelValues("results").Inc()
+			a.log.ErrorContext(ctx, "dropping a result postgres refuses", "job_id", r.Result.JobID,
+				"worker_id", r.Result.WorkerID, "error", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refused reports whether PostgreSQL refused a statement of a leader that
+// still leads: the statement wrote nothing, and retrying it as it is would
+// be refused again.
+func refused(err error) bool {
+	return errors.Is(err, job.ErrRefused) && !errors.Is(err, job.ErrDeposed)
+}
+
+// invalidResult turns a completion whose result cannot be stored into a
+// failed attempt that says why.
+func invalidResult(r wire.Result, why string) wire.Result {
+	r.Outcome, r.Result, r.Reason, r.Error = wire.OutcomeFailed, nil, job.ReasonInvalidResult, why
+	return r
+}
+
+// applyBatch records one batch of outcomes: completions in one statement,
+// failures in one transaction, releases in one statement.
+func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResult) error {
+	a.metrics.resultBatch.Observe(float64(len(rs)))
+	var (
+		completions []store.Completion
+		failures    []store.Failure
+		releases    []store.Release
+	)
+	byID := make(map[int64]wire.Result, len(rs))
+	for i := range rs {
+		r := rs[i].Result
+		if r.Outcome == wire.OutcomeCompleted && len(r.Result) > 0 {
+			norm, err := job.NormalizeJSON(r.Result, maxResultBytes)
+			if err != nil {
+				r = invalidResult(r, "the handler's result "+err.Error())
+			} else {
+				r.Result = norm
+			}
+		}
+		byID[r.JobID] = r
+		switch r.Outcome {
+		case wire.OutcomeCompleted:
+			completions = append(completions, store.Completion{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID,
+				Result: r.Result, StartedAt: r.StartedAt})
+		case wire.OutcomeFailed:
+			reason := r.Reason
+			if reason == "" {
+				reason = job.ReasonError
+			}
+			failures = append(failures, store.Failure{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID, Error: r.Error,
+				Reason: reason, Permanent: reason == job.ReasonPermanent, StartedAt: r.StartedAt})
+		case wire.OutcomeReleased:
+			releases = append(releases, store.Release{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID})
+		}
+	}
+	done, err := a.store.JobCompleteMany(ctx, a.l.epoch, completions)
+	if err != nil {
+		return err
+	}
+	failed, err := a.store.JobFailMany(ctx, a.l.epoch, failures, a.retry)
+	if err != nil {
+		return err
+	}
+	released, err := a.store.JobReleaseMany(ctx, a.l.epoch, releases)
+	if err != nil {
+		return err
+	}
+	applied := len(done) + len(failed) + len(released)
+	if stale := len(rs) - applied; stale > 0 {
+		a.metrics.staleResults.Add(float64(stale))
+		a.logStale(ctx, rs, done, failed, released)
+	}
+	for _, rr := range rs {
+		a.l.workers.Done(rr.Result.JobID, rr.Result.LeaseToken)
+	}
+	debug := a.log.Enabled(ctx, slog.LevelDebug)
+	for _, f := range done {
+		r := byID[f.ID]
+		if debug {
+			a.log.DebugContext(ctx, "job completed", "job_id", f.ID, "worker_id", r.WorkerID, "attempt", r.Attempt)
+		}
+		name := a.typeLabel(f.Name)
+		a.metrics.jobsTotal.WithLabelValues("completed").Inc()
+		a.metrics.attempts.WithLabelValues(name, "succeeded").Inc()
+		a.observeAttempt(name, r, f.CreatedAt)
+		a.metrics.endToEnd.WithLabelValues(name).Observe(r.FinishedAt.Sub(f.CreatedAt).Seconds())
+	}
+	for _, o := range failed {
+		r := byID[o.ID]
+		name := a.typeLabel(o.Name)
+		a.metrics.attempts.WithLabelValues(name, "failed").Inc()
+		a.observeAttempt(name, r, o.CreatedAt)
+		if r.Reason == job.ReasonTimeout {
+			a.metrics.jobsTotal.WithLabelValues("timeout").Inc()
+		}
+		a.log.InfoContext(ctx, "attempt failed", "job_id", o.ID, "attempt", o.Attempts, "worker_id", r.WorkerID,
+			"reason", r.Reason, "error", o.Error, "next_state", o.State, "retry_in_ms", o.Delay.Milliseconds())
+	}
+	for range released {
+		a.metrics.attempts.WithLabelValues("other", "released").Inc()
+	}
+	afterFailures(ctx, &a.base, a.queue, failed)
+	if applied > 0 {
+		a.l.wake()
+	}
+	return nil
+}
+
+// logStale logs each result that was rejected because its lease was gone.
+func (a *resultApplier) logStale(ctx context.Context, rs []queue.ReceivedResult, done []store.Finished, failed []store.FailOutcome, released []int64) {
+	applied := make(map[int64]bool, len(done)+len(failed)+len(released))
+	for _, f := range done {
+		applied[f.ID] = true
+	}
+	for _, o := range failed {
+		applied[o.ID] = true
+	}
+	for _, id := range released {
+		applied[id] = true
+	}
+	for _, rr := range rs {
+		if r := rr.Result; !applied[r.JobID] {
+			a.log.InfoContext(ctx, "rejected a stale result: its lease is gone or not this worker's", "job_id", r.JobID,
+				"worker_id", r.WorkerID, "attempt", r.Attempt, "outcome", r.Outcome)
+		}
+	}
+}
+
+// observeAttempt records an attempt's run time and, for a first attempt, its
+// queue wait.
+func (a *resultApplier) observeAttempt(name string, r wire.Result, created time.Time) {
+	if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
+		a.metrics.processing.WithLabelValues(name).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+		if r.Attempt == 1 {
+			a.metrics.queueWait.WithLabelValues(name).Observe(max(r.StartedAt.Sub(created).Seconds(), 0))
+		}
+	}
+}
+
+// deadPusher is where afterFailures mirrors dead jobs.
+type deadPusher interface {
+	PushDead(ctx context.Context, es []wire.DeadEntry) error
+}
+
+// afterFailures updates retry metrics and pushes dead jobs to the Redis
+// dead-letter list, ids and metadata only (best effort: the mirror check
+// repairs a miss).
+func afterFailures(ctx context.Context, b *base, q deadPusher, outs []store.FailOutcome) {
+	var dead []wire.DeadEntry
+	for _, o := range outs {
+		switch o.State {
+		case job.StateFailed:
+			b.metrics.jobsTotal.WithLabelValues("failed").Inc()
+			b.metrics.deadLettered.Inc()
+			b.metrics.retryAttempts.WithLabelValues(o.Reason).Observe(float64(o.Attempts))
+			dead = append(dead, deadEntry(store.DeadMeta{ID: o.ID, Name: o.Name, Queue: o.Queue, Attempts: o.Attempts,
+				MaxRetries: o.MaxRetries, LastError: o.Error, Reason: o.Reason, CreatedAt: o.CreatedAt, FinishedAt: time.Now()}))
+			b.log.WarnContext(ctx, "job moved to the dead-letter queue", "job_id", o.ID, "worker_id", o.WorkerID, "attempt", o.Attempts, "reason", o.Reason)
+		case job.StateRetrying:
+			b.metrics.retryAttempts.WithLabelValues(retryReason(o.Reason)).Observe(float64(o.Attempts))
+		}
+	}
+	if err := q.PushDead(ctx, dead); err != nil {
+		b.redisError(ctx, "dlq_push", err)
+	}
+}
+
+// retryReason maps an attempt's reason to the job_retry_attempts label.
+func retryReason(reason string) string {
+	switch reason {
+	case job.ReasonWorkerFailure, job.ReasonLeaseTimeout, job.ReasonTimeout:
+		return reason
+	}
+	return "job_error"
+}
+
+// maxDeadEntryError bounds the error an entry of the Redis mirror carries.
+const maxDeadEntryError = 512
+
+// deadEntry is the Redis mirror's entry for a dead job: ids and metadata.
+func deadEntry(d store.DeadMeta) wire.DeadEntry {
+	msg := []rune(d.LastError)
+	if len(msg) > maxDeadEntryError {
+		msg = msg[:maxDeadEntryError]
+	}
+	return wire.DeadEntry{
+		JobID: d.ID, Reason: d.Reason, FailedAt: d.FinishedAt,
+		OriginalJob: wire.DeadJob{JobID: d.ID, Name: d.Name, Queue: d.Queue, Attempts: d.Attempts,
+			MaxRetries: d.MaxRetries, LastError: string(msg), CreatedAt: d.CreatedAt},
+	}
+}

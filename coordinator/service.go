@@ -1,0 +1,153 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// The leader's work is done by five small services, each one loop in its
+// own file with Start and Stop, over narrow interfaces of the store and the
+// queue: heartbeatReader (heartbeats.go), dispatcher (dispatch.go),
+// resultApplier (results.go), reaper (reaper.go) and maintainer
+// (maintenance.go). lead (leader.go) starts them when it wins the lease and
+// stops them when it loses it. What they share is a leaderState.
+
+// leaderState is what exists only while this coordinator leads, shared by
+// the leader's services.
+type leaderState struct {
+	epoch   int64
+	workers *registry.Registry
+	// kick wakes the dispatcher (new jobs, freed slots, new workers).
+	kick chan struct{}
+	// live says how far the heartbeat reader has caught up (heartbeats.go).
+	live liveness
+	// deposed is closed when a write found the epoch superseded: lead
+	// then stops every service at once.
+	deposed     chan struct{}
+	deposedOnce sync.Once
+}
+
+func newLeaderState(epoch int64, deadline time.Duration) *leaderState {
+	return &leaderState{epoch: epoch, workers: registry.New(deadline), kick: make(chan struct{}, 1),
+		deposed: make(chan struct{})}
+}
+
+func (l *leaderState) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *leaderState) depose() { l.deposedOnce.Do(func() { close(l.deposed) }) }
+
+// liveness is the heartbeat reader's progress, which decides whether the
+// reaper may judge anyone. horizon is a time on Redis's clock up to which
+// every heartbeat has been read and its leases extended; at is when (on
+// this process's monotonic clock) that was last established. A leader that
+// has been paused, or whose reader is blocked in Redis or PostgreSQL, has a
+// stale at: it expires nobody until it has caught up.
+type liveness struct {
+	mu      sync.Mutex
+	horizon time.Time
+	at      time.Time
+}
+
+func (v *liveness) caughtUp(horizon, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.horizon, v.at = horizon, now
+}
+
+// fresh returns the horizon if it was established within maxAge of now.
+func (v *liveness) fresh(now time.Time, maxAge time.Duration) (time.Time, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.at.IsZero() || now.Sub(v.at) > maxAge {
+		return time.Time{}, false
+	}
+	return v.horizon, true
+}
+
+// base is what every leader service holds: the leadership it acts under,
+// the configuration, metrics and logger.
+type base struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	l       *leaderState
+}
+
+// loop runs one service's goroutine: start it once, Stop cancels it and
+// waits for it to return. Stop is idempotent.
+type loop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *loop) start(ctx context.Context, run func(context.Context)) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		run(ctx)
+	}()
+}
+
+// Stop stops the service and waits until its loop has returned.
+func (s *loop) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+}
+
+// storeError counts and logs a failed PostgreSQL operation. A write refused
+// because the epoch was superseded deposes this leader instead.
+func (b *base) storeError(ctx context.Context, op string, err error) {
+	if store.IsDeposed(err) {
+		b.log.Warn("a write found this leader deposed; stopping", "op", op, "epoch", b.l.epoch, "error", err)
+		b.l.depose()
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	b.metrics.storeErrors.WithLabelValues(op).Inc()
+	b.log.ErrorContext(ctx, "postgres operation failed", "op", op, "error", err)
+}
+
+// redisError counts and logs a failed Redis operation and pauses a little,
+// so that a loop retrying it does not spin.
+func (b *base) redisError(ctx context.Context, op string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	b.metrics.redisErrors.WithLabelValues(op).Inc()
+	b.log.ErrorContext(ctx, "redis operation failed", "op", op, "error", err)
+	sleepCtx(ctx, 200*time.Millisecond)
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// typeLabel bounds the job-type label of metrics to types workers name.
+func (b *base) typeLabel(name string) string {
+	if b.l.workers.KnownType(name) {
+		return name
+	}
+	return "other"
+}

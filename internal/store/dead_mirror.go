@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DeadMeta is what the Redis dead-letter mirror holds of a dead job: ids
+// and metadata, never the payload or the error history (PostgreSQL, GET
+// /dlq, has those), so that the mirror's size is bounded whatever the jobs
+// carry.
+type DeadMeta struct {
+	ID         int64
+	Name       string
+	Queue      string
+	Attempts   int
+	MaxRetries int
+	LastError  string // cut to maxMirrorErrorLen bytes
+	Reason     string
+	CreatedAt  time.Time
+	FinishedAt time.Time
+}
+
+// DeadCursor is where a page of DeadMirrorPage starts: after the job that
+// failed at FinishedAt with ID, in newest-first order. The zero cursor
+// starts at the newest.
+type DeadCursor struct {
+	FinishedAt time.Time
+	ID         int64
+}
+
+// maxMirrorErrorLen bounds each mirrored error message.
+const maxMirrorErrorLen = 512
+
+// DeadMirrorPage returns up to limit dead jobs' metadata, newest first,
+// after the cursor, and the cursor of the next page.
+func (s *Store) DeadMirrorPage(ctx context.Context, after DeadCursor, limit int) ([]DeadMeta, DeadCursor, error) {
+	first := after.ID == 0
+	rows, err := s.pool.Query(ctx, `SELECT id, name, queue, attempts, max_retries,
+			left(coalesce(last_error, ''), $4), coalesce(dead_reason, ''), created_at, coalesce(finished_at, created_at)
+		FROM jobs
+		WHERE status = 'failed' AND ($1 OR (finished_at, id) < ($2, $3))
+		ORDER BY finished_at DESC, id DESC LIMIT $5`, first, after.FinishedAt, after.ID, maxMirrorErrorLen, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("page dead jobs: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadMeta, error) {
+		var d DeadMeta
+		err := r.Scan(&d.ID, &d.Name, &d.Queue, &d.Attempts, &d.MaxRetries, &d.LastError, &d.Reason, &d.CreatedAt, &d.FinishedAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, after, fmt.Errorf("page dead jobs: %w", interpretError(err))
+	}
+	next := after
+	if n := len(out); n > 0 {
+		next = DeadCursor{FinishedAt: out[n-1].FinishedAt, ID: out[n-1].ID}
+	}
+	return out, next, nil
+}

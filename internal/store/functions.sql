@@ -1,0 +1,78 @@
+-- Server-side functions. Unlike migrations, this file is applied on every
+-- start (store.Migrate, after the migrations, in one transaction): edit it
+-- in place. Each function is written with CREATE OR REPLACE; a change of
+-- signature drops the old one first.
+
+-- dts_fence(epoch) is the guard of every write a leader coordinator makes:
+-- claims, results, releases, reclaims, lease extensions, retention and the
+-- workers table. It locks coordinator_leader's row FOR SHARE until the
+-- writing transaction ends and raises SQLSTATE DTS01 (store: job.ErrDeposed)
+-- unless p_epoch is still the current epoch. A new leader bumps the epoch
+-- with an UPDATE of that row, which waits for every fenced transaction in
+-- progress, and every fenced statement that starts after it sees the new
+-- epoch: a write of a deposed leader is refused whole, never applied.
+-- Statements call it as (SELECT dts_fence($n)), an InitPlan run once.
+CREATE OR REPLACE FUNCTION dts_fence(p_epoch bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM coordinator_leader WHERE id = 1 AND epoch = p_epoch FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'leader epoch % is superseded', p_epoch USING ERRCODE = 'DTS01';
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- dts_claim_jobs leases due jobs to free slots in one round trip (and one
+-- commit) instead of four (BEGIN, lock, update, COMMIT): on a busy machine
+-- every round trip is a wake-up of two processes, and the claim is on the
+-- path of every job's start.
+--
+-- It locks the due jobs in priority order (SKIP LOCKED, so concurrent
+-- claimers never wait on each other), then leases them by primary key, the
+-- i-th locked job to the i-th slot with the i-th fencing token. The tokens
+-- come from the coordinator (crypto/rand, 63 bits): unguessable, so a
+-- worker cannot forge another worker's result. The UPDATE needs no state
+-- guard: the rows are locked by this transaction. The leader's epoch is
+-- checked first (dts_fence).
+--
+-- The plans are pinned to index scans and nested loops with SET clauses: a
+-- session keeps the generic plan it made the first time (plan_cache_mode is
+-- force_generic_plan), and one made while the table was nearly empty
+-- seq-scans it, which costs 5 ms per claim at 50,000 rows (0.6 ms pinned)
+-- until an ANALYZE invalidates it. Both statements have an index that fits
+-- exactly: jobs_due_idx for the lock, the primary key for the update.
+DROP FUNCTION IF EXISTS dts_claim_jobs(text[], text[], bigint);
+CREATE OR REPLACE FUNCTION dts_claim_jobs(p_epoch bigint, p_types text[], p_slots text[], p_tokens bigint[],
+                                          p_lease_ms bigint)
+RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    ids bigint[];
+BEGIN
+    PERFORM dts_fence(p_epoch);
+    ids := ARRAY(
+        SELECT j.id FROM jobs j
+        WHERE j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+          AND (p_types IS NULL OR j.name = ANY(p_types))
+        ORDER BY j.priority DESC, j.next_run_at, j.id
+        LIMIT cardinality(p_slots)
+        FOR UPDATE SKIP LOCKED);
+    IF cardinality(ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
+            lease_token = u.token,
+            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+            worker_id = u.worker, started_at = now(), cancel_requested = false
+        FROM unnest(ids, p_slots[1:cardinality(ids)], p_tokens[1:cardinality(ids)]) AS u(id, worker, token)
+        WHERE j.id = u.id
+        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
+            j.lease_token, j.worker_id, j.created_at;
+END
+$$;
