@@ -111,7 +111,7 @@ func NewLeaseTokens(n int) []int64 {
 type Completion struct {
 	ID         int64
 	LeaseToken int64
-	WorkerID   string // the reporting worker; must be the lease's
+	WorkerID   string          // the reporting worker; must be the lease's
 	Result     json.RawMessage // nil: no result
 	// StartedAt is when the handler started, on the worker's clock; zero:
 	// unknown. It replaces the lease time in started_at (see startedAtSQL).
