@@ -31,6 +31,10 @@ type Config struct {
 	JWTPublicKeyPEM []byte
 	// JWTIssuer, if set, must equal every JWT's iss claim. Default: not checked.
 	JWTIssuer string
+	// JWTAudience, if set, must be in every JWT's aud claim (a string, or
+	// an array holding it); tokens without aud, or made for another
+	// audience, are refused. Default: not checked.
+	JWTAudience string
 	// APIKeys accepts API keys ("dts_...") found by hash in the database.
 	// Default false.
 	APIKeys bool
@@ -128,6 +132,9 @@ func NewVerifier(cfg Config, lookup KeyLookup, now func() time.Time) (*Verifier,
 	}
 	if cfg.JWTIssuer != "" {
 		opts = append(opts, jwt.WithIssuer(cfg.JWTIssuer))
+	}
+	if cfg.JWTAudience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.JWTAudience))
 	}
 	v.parser = jwt.NewParser(opts...)
 	return v, nil
@@ -263,9 +270,11 @@ func jwtError(err error) error {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		reason = "token expired"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		reason = "invalid token: a required claim is missing (exp; iss when an issuer is configured)"
+		reason = "invalid token: a required claim is missing (exp; iss and aud when an issuer and an audience are configured)"
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
 		reason = "invalid token: wrong issuer"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		reason = "invalid token: wrong audience"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
 		reason = "token not valid yet"
 	}

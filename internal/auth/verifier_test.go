@@ -186,6 +186,53 @@ func TestVerifyJWT(t *testing.T) {
 	}
 }
 
+// TestVerifyJWTAudience: with an audience configured, a JWT made for
+// another audience (or for none) is refused; aud may be a string or an
+// array. Without one, aud is not checked.
+func TestVerifyJWTAudience(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	token := func(aud any) string {
+		c := jwt.MapClaims{"sub": "alice", "exp": now.Add(time.Hour).Unix(), "scope": "read"}
+		if aud != nil {
+			c["aud"] = aud
+		}
+		return "Bearer " + sign(t, jwt.SigningMethodHS256, secret, c)
+	}
+	withAud, err := auth.NewVerifier(auth.Config{JWTSecret: secret, JWTAudience: "dts-api"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noAud, err := auth.NewVerifier(auth.Config{JWTSecret: secret}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		v      *auth.Verifier
+		aud    any
+		reason string // "" for success
+	}{
+		{"right audience", withAud, "dts-api", ""},
+		{"right audience in an array", withAud, []string{"other", "dts-api"}, ""},
+		{"other audience", withAud, "other", "wrong audience"},
+		{"other audiences in an array", withAud, []string{"other", "dts"}, "wrong audience"},
+		{"no audience", withAud, nil, "required claim"},
+		{"empty audience", withAud, "", "required claim"},
+		{"not checked: other", noAud, "other", ""},
+		{"not checked: none", noAud, nil, ""},
+	}
+	for _, tt := range tests {
+		p, err := tt.v.Verify(t.Context(), token(tt.aud))
+		switch {
+		case tt.reason == "" && (err != nil || p.Name != "alice"):
+			t.Errorf("%s: Verify = %+v, %v; want alice", tt.name, p, err)
+		case tt.reason != "" && !isAuthError(err, tt.reason):
+			t.Errorf("%s: Verify = %+v, %v; want an *auth.Error containing %q", tt.name, p, err, tt.reason)
+		}
+	}
+}
+
 func TestVerifyAPIKey(t *testing.T) {
 	t.Parallel()
 	ks := newKeys()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
@@ -173,6 +174,36 @@ func TestAuthenticateFailureLimit(t *testing.T) {
 	}
 	if rec := serve(h, "GET", "/read", "Authorization", "Bearer guess5"); rec.Code != 429 {
 		t.Fatalf("and the next: %d, want 429", rec.Code)
+	}
+}
+
+// TestAuthenticateJWTAudience: a JWT for another audience gets 401 once
+// an audience is configured.
+func TestAuthenticateJWTAudience(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	v, err := auth.NewVerifier(auth.Config{JWTSecret: secret, JWTAudience: "dts-api"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := authRouter(t, v, nil)
+	for _, tt := range []struct {
+		aud    any
+		status int
+	}{{"other", 401}, {[]string{"other"}, 401}, {"dts-api", 200}, {[]string{"x", "dts-api"}, 200}} {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": "alice", "aud": tt.aud, "scope": "read", "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := serve(h, "GET", "/read", "Authorization", "Bearer "+tok)
+		if rec.Code != tt.status {
+			t.Errorf("aud %v: %d %s, want %d", tt.aud, rec.Code, rec.Body, tt.status)
+		}
+		if tt.status == 401 && (errorCode(t, rec) != httpx.CodeUnauthorized || !strings.Contains(rec.Body.String(), "audience")) {
+			t.Errorf("aud %v: %s, want unauthorized naming the audience", tt.aud, rec.Body)
+		}
 	}
 }
 
