@@ -41,9 +41,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// Auth says which bearer tokens the API accepts: JWTs (HS256 secret,
-	// RS256 or EdDSA public key, optional issuer) and API keys from
-	// PostgreSQL. Default: none, auth is off and every caller may do
-	// anything, which is allowed on a loopback address only.
+	// RS256 or EdDSA public key, optional issuer and audience) and API
+	// keys from PostgreSQL. Default: none, auth is off and every caller
+	// may do anything, which is allowed on a loopback address only.
 	Auth auth.Config
 	// InsecureNoAuth allows a non-loopback address without auth (something
 	// else must guard the port). Default false: New and Run refuse.

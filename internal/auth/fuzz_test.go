@@ -40,6 +40,14 @@ func FuzzAuthHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
+		// VerifyCached answers like Verify, or ErrNeedsLookup.
+		if p, err := v.VerifyCached(header); err == nil {
+			if p.Kind == "" || p.RateKey == "" {
+				t.Fatalf("VerifyCached accepted %q with an empty principal %+v", header, p)
+			}
+		} else if ae := (*auth.Error)(nil); !errors.Is(err, auth.ErrNeedsLookup) && !errors.As(err, &ae) {
+			t.Fatalf("VerifyCached(%q) = %v: neither ErrNeedsLookup nor an *auth.Error", header, err)
+		}
 		p, err := v.Verify(ctx, header)
 		if err == nil {
 			if p.Kind == "" || p.RateKey == "" {

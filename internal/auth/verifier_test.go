@@ -186,6 +186,53 @@ func TestVerifyJWT(t *testing.T) {
 	}
 }
 
+// TestVerifyJWTAudience: with an audience configured, a JWT made for
+// another audience (or for none) is refused; aud may be a string or an
+// array. Without one, aud is not checked.
+func TestVerifyJWTAudience(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	token := func(aud any) string {
+		c := jwt.MapClaims{"sub": "alice", "exp": now.Add(time.Hour).Unix(), "scope": "read"}
+		if aud != nil {
+			c["aud"] = aud
+		}
+		return "Bearer " + sign(t, jwt.SigningMethodHS256, secret, c)
+	}
+	withAud, err := auth.NewVerifier(auth.Config{JWTSecret: secret, JWTAudience: "dts-api"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noAud, err := auth.NewVerifier(auth.Config{JWTSecret: secret}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		v      *auth.Verifier
+		aud    any
+		reason string // "" for success
+	}{
+		{"right audience", withAud, "dts-api", ""},
+		{"right audience in an array", withAud, []string{"other", "dts-api"}, ""},
+		{"other audience", withAud, "other", "wrong audience"},
+		{"other audiences in an array", withAud, []string{"other", "dts"}, "wrong audience"},
+		{"no audience", withAud, nil, "required claim"},
+		{"empty audience", withAud, "", "required claim"},
+		{"not checked: other", noAud, "other", ""},
+		{"not checked: none", noAud, nil, ""},
+	}
+	for _, tt := range tests {
+		p, err := tt.v.Verify(t.Context(), token(tt.aud))
+		switch {
+		case tt.reason == "" && (err != nil || p.Name != "alice"):
+			t.Errorf("%s: Verify = %+v, %v; want alice", tt.name, p, err)
+		case tt.reason != "" && !isAuthError(err, tt.reason):
+			t.Errorf("%s: Verify = %+v, %v; want an *auth.Error containing %q", tt.name, p, err, tt.reason)
+		}
+	}
+}
+
 func TestVerifyAPIKey(t *testing.T) {
 	t.Parallel()
 	ks := newKeys()
@@ -261,6 +308,58 @@ func TestVerifyAPIKey(t *testing.T) {
 	jv, _ := auth.NewVerifier(auth.Config{JWTSecret: secret}, nil, nil)
 	if _, err := jv.Verify(t.Context(), "Bearer "+good); !isAuthError(err, "does not accept API keys") {
 		t.Errorf("api key on jwt server: %v", err)
+	}
+}
+
+func TestVerifyCached(t *testing.T) {
+	t.Parallel()
+	ks := newKeys()
+	c := &clock{t: time.Now()}
+	v, err := auth.NewVerifier(auth.Config{JWTSecret: secret, APIKeys: true}, ks, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ks.add(auth.APIKey{ID: 7, Name: "ci", Scopes: []string{"submit"}})
+	unknown, _ := auth.NewAPIKey()
+	exp := c.now().Add(time.Hour).Unix()
+	jwtGood := sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "exp": exp, "scope": "read"})
+	jwtBad := sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), jwt.MapClaims{"sub": "alice", "exp": exp})
+
+	// Uncached keys, good or not, need a lookup; VerifyCached does none.
+	for _, k := range []string{good, unknown} {
+		if _, err := v.VerifyCached("Bearer " + k); !errors.Is(err, auth.ErrNeedsLookup) {
+			t.Fatalf("uncached key: %v, want ErrNeedsLookup", err)
+		}
+	}
+	// Everything else is answered as Verify would.
+	if p, err := v.VerifyCached("Bearer " + jwtGood); err != nil || p.Name != "alice" || !p.Has("read") {
+		t.Errorf("good JWT: %+v, %v", p, err)
+	}
+	for _, h := range []string{"Bearer " + jwtBad, "", "Bearer dts_short", "Basic x"} {
+		if _, err := v.VerifyCached(h); !isAuthError(err, "") {
+			t.Errorf("VerifyCached(%.20q) = %v, want an *auth.Error", h, err)
+		}
+	}
+	if n := ks.lookups.Load(); n != 0 {
+		t.Fatalf("VerifyCached looked up %d keys", n)
+	}
+
+	// Once Verify has looked a key up, its answer is cached, good or bad.
+	for _, k := range []string{good, unknown} {
+		_, _ = v.Verify(t.Context(), "Bearer "+k)
+	}
+	if p, err := v.VerifyCached("Bearer " + good); err != nil || p.ID != "7" {
+		t.Errorf("cached good key: %+v, %v", p, err)
+	}
+	if _, err := v.VerifyCached("Bearer " + unknown); !isAuthError(err, "invalid api key") {
+		t.Errorf("cached unknown key: %v", err)
+	}
+	if n := ks.lookups.Load(); n != 2 {
+		t.Fatalf("%d lookups, want the 2 of Verify", n)
+	}
+	c.add(auth.KeyCacheTTL)
+	if _, err := v.VerifyCached("Bearer " + good); !errors.Is(err, auth.ErrNeedsLookup) {
+		t.Errorf("expired cache entry: %v, want ErrNeedsLookup", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/dtsched/dts/internal/auth"
 )
@@ -47,44 +48,64 @@ func WithPrincipal(ctx context.Context, p auth.Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
+// CachedAuthenticator is an Authenticator that can also answer without
+// I/O when it can; *auth.Verifier is one. VerifyCached returns Verify's
+// answer, or auth.ErrNeedsLookup when only Verify can tell.
+type CachedAuthenticator interface {
+	Authenticator
+	VerifyCached(authorization string) (auth.Principal, error)
+}
+
 // Authenticate makes every request name its caller with an
 // "Authorization: Bearer <token>" header, checked by a. Without a token,
 // or with a bad one, it answers 401 unauthorized with a WWW-Authenticate
 // challenge. A nil a means auth is off: every request is anonymous and
 // holds every scope.
 //
-// failures, if not nil, limits failed attempts per client IP: once a
-// client has used up its burst of failures it gets 429 without its token
-// being checked, so guessing keys costs the database nothing. Clients whose
-// tokens are good are never charged.
+// failures, if not nil, limits failed attempts per client IP. Only
+// failures are limited: a good token is always served, even from an
+// address that has used up its burst of failures (behind a proxy or a NAT
+// many clients share one). What the limit protects is the cost of
+// checking tokens, so from such an address a token is first checked
+// without I/O if a is a CachedAuthenticator (JWTs, cached API keys), and
+// the tokens that need a lookup are checked one at a time per address;
+// those that fail get 429 instead of 401. A guesser thus keeps at most one
+// key lookup busy. Clients whose tokens are good are never charged.
 //
 // The header is read here and nowhere else; it is never logged.
 func Authenticate(a Authenticator, failures *RateLimiter) func(http.Handler) http.Handler {
+	lookups := newGate()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if a == nil {
 				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), auth.Anonymous)))
 				return
 			}
-			ip := ClientIP(r)
+			failKey := "fail:" + ClientIP(r)
+			var wait time.Duration
+			var blocked bool
 			if failures != nil {
-				if wait, blocked := failures.Blocked("fail:" + ip); blocked {
-					rateLimited(w, r, wait, "too many failed authentication attempts from this address")
-					return
-				}
+				wait, blocked = failures.Blocked(failKey)
 			}
 			var p auth.Principal
 			var err error
-			if vals := r.Header.Values("Authorization"); len(vals) > 1 {
+			switch header := r.Header.Get("Authorization"); {
+			case len(r.Header.Values("Authorization")) > 1:
 				err = &auth.Error{Reason: "more than one Authorization header"}
-			} else {
-				p, err = a.Verify(r.Context(), r.Header.Get("Authorization"))
+			case blocked:
+				p, err = verifyCheaply(r.Context(), a, lookups, failKey, header)
+			default:
+				p, err = a.Verify(r.Context(), header)
 			}
 			var ae *auth.Error
 			switch {
 			case errors.As(err, &ae):
 				if failures != nil {
-					failures.Allow("fail:" + ip)
+					failures.Allow(failKey)
+				}
+				if blocked {
+					rateLimited(w, r, wait, "too many failed authentication attempts from this address")
+					return
 				}
 				challenge := `Bearer realm="` + Realm + `"`
 				if r.Header.Get("Authorization") != "" {
@@ -103,6 +124,23 @@ func Authenticate(a Authenticator, failures *RateLimiter) func(http.Handler) htt
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 		})
 	}
+}
+
+// verifyCheaply checks a token from an address out of failures: without
+// I/O if a can, else with a's full check, one at a time per address.
+func verifyCheaply(ctx context.Context, a Authenticator, lookups *gate, key, header string) (auth.Principal, error) {
+	if c, ok := a.(CachedAuthenticator); ok {
+		p, err := c.VerifyCached(header)
+		if !errors.Is(err, auth.ErrNeedsLookup) {
+			return p, err
+		}
+	}
+	release, err := lookups.enter(ctx, key)
+	if err != nil {
+		return auth.Principal{}, err // the client went away, or timed out
+	}
+	defer release()
+	return a.Verify(ctx, header)
 }
 
 // RequireScope answers 403 forbidden unless the request's principal holds

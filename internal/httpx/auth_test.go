@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
@@ -125,6 +127,9 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
+// TestAuthenticateFailureLimit: the failure budget is per client IP, but
+// only failures are limited. Behind a proxy or NAT many clients share an
+// address; one of them guessing must not lock the others out.
 func TestAuthenticateFailureLimit(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
@@ -137,21 +142,167 @@ func TestAuthenticateFailureLimit(t *testing.T) {
 			t.Fatalf("guess %d: %d", i, rec.Code)
 		}
 	}
-	rec := serve(h, "GET", "/read", "Authorization", "Bearer "+secretToken)
-	if rec.Code != 429 || errorCode(t, rec) != httpx.CodeRateLimited || rec.Header().Get("Retry-After") != "1" {
-		t.Fatalf("after 3 failures: %d %q Retry-After %q", rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+	// The budget is spent: more bad tokens get 429.
+	for _, hdr := range []string{"Bearer guess3", "Bearer guess0", ""} {
+		rec := serve(h, "GET", "/read", "Authorization", hdr)
+		if rec.Code != 429 || errorCode(t, rec) != httpx.CodeRateLimited || rec.Header().Get("Retry-After") != "1" {
+			t.Fatalf("after 3 failures, %q: %d %q Retry-After %q", hdr, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+		}
 	}
+	// A good token from the same address is served at once, again and
+	// again, and is never charged.
+	for i := range 10 {
+		if rec := serve(h, "GET", "/read", "Authorization", "Bearer "+secretToken); rec.Code != 200 {
+			t.Fatalf("good token %d from an address out of failures: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	// Another address has its own budget.
+	req := httptest.NewRequest("GET", "/read", nil)
+	req.RemoteAddr = "198.51.100.7:9"
+	req.Header.Set("Authorization", "Bearer guess")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 401 {
+		t.Fatalf("a guess from another address: %d", rec.Code)
+	}
+	// The budget refills at 1 a second.
 	mu.Lock()
 	now = now.Add(time.Second)
 	mu.Unlock()
-	if rec := serve(h, "GET", "/read", "Authorization", "Bearer "+secretToken); rec.Code != 200 {
-		t.Fatalf("a second later, with a good token: %d", rec.Code)
+	if rec := serve(h, "GET", "/read", "Authorization", "Bearer guess4"); rec.Code != 401 {
+		t.Fatalf("a second later, a bad token: %d, want 401", rec.Code)
 	}
-	// Good tokens are never charged: many in a row still pass.
-	for range 10 {
-		if rec := serve(h, "GET", "/read", "Authorization", "Bearer "+secretToken); rec.Code != 200 {
-			t.Fatalf("good token: %d", rec.Code)
+	if rec := serve(h, "GET", "/read", "Authorization", "Bearer guess5"); rec.Code != 429 {
+		t.Fatalf("and the next: %d, want 429", rec.Code)
+	}
+}
+
+// TestAuthenticateJWTAudience: a JWT for another audience gets 401 once
+// an audience is configured.
+func TestAuthenticateJWTAudience(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	v, err := auth.NewVerifier(auth.Config{JWTSecret: secret, JWTAudience: "dts-api"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := authRouter(t, v, nil)
+	for _, tt := range []struct {
+		aud    any
+		status int
+	}{{"other", 401}, {[]string{"other"}, 401}, {"dts-api", 200}, {[]string{"x", "dts-api"}, 200}} {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": "alice", "aud": tt.aud, "scope": "read", "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
 		}
+		rec := serve(h, "GET", "/read", "Authorization", "Bearer "+tok)
+		if rec.Code != tt.status {
+			t.Errorf("aud %v: %d %s, want %d", tt.aud, rec.Code, rec.Body, tt.status)
+		}
+		if tt.status == 401 && (errorCode(t, rec) != httpx.CodeUnauthorized || !strings.Contains(rec.Body.String(), "audience")) {
+			t.Errorf("aud %v: %s, want unauthorized naming the audience", tt.aud, rec.Body)
+		}
+	}
+}
+
+// lookupKeys is an Authenticator like *auth.Verifier: some answers come
+// from a cache (VerifyCached, no I/O), the others need a lookup (Verify),
+// which, when entered is set, signals it and waits for release.
+type lookupKeys struct {
+	cached   tokens // VerifyCached's good tokens
+	refused  string // a token VerifyCached knows is bad
+	verified tokens // Verify's good tokens
+
+	entered chan struct{}
+	release chan struct{}
+	lookups atomic.Int64
+}
+
+func (k *lookupKeys) VerifyCached(h string) (auth.Principal, error) {
+	if p, err := k.cached.Verify(context.Background(), h); err == nil {
+		return p, nil
+	}
+	if h == "Bearer "+k.refused {
+		return auth.Principal{}, &auth.Error{Reason: "invalid api key"}
+	}
+	return auth.Principal{}, auth.ErrNeedsLookup
+}
+
+func (k *lookupKeys) Verify(ctx context.Context, h string) (auth.Principal, error) {
+	if p, err := k.VerifyCached(h); !errors.Is(err, auth.ErrNeedsLookup) {
+		return p, err
+	}
+	k.lookups.Add(1)
+	if k.entered != nil {
+		select {
+		case k.entered <- struct{}{}:
+			<-k.release
+		case <-ctx.Done():
+			return auth.Principal{}, ctx.Err()
+		}
+	}
+	return k.verified.Verify(ctx, h)
+}
+
+// TestAuthenticateFailureLimitCost: once an address has spent its failure
+// budget, its requests are still authenticated, but what that costs stays
+// small: answers that need no lookup are given at once, and lookups run one
+// at a time per address, so a guesser keeps at most one query busy.
+func TestAuthenticateFailureLimitCost(t *testing.T) {
+	t.Parallel()
+	ks := &lookupKeys{
+		cached:   tokens{"cached": {Kind: auth.KindAPIKey, ID: "1", Scopes: []string{"read"}, RateKey: "key:1"}},
+		refused:  "known-bad",
+		verified: tokens{"fresh": {Kind: auth.KindAPIKey, ID: "2", Scopes: []string{"read"}, RateKey: "key:2"}},
+	}
+	failures := httpx.NewRateLimiter(1e-6, 2, nil) // no refill within the test
+	h, _ := authRouter(t, ks, failures)
+	for i := range 2 {
+		if rec := serve(h, "GET", "/read", "Authorization", "Bearer guess"+strconv.Itoa(i)); rec.Code != 401 {
+			t.Fatalf("guess %d: %d", i, rec.Code)
+		}
+	}
+	before := ks.lookups.Load()
+	if rec := serve(h, "GET", "/read", "Authorization", "Bearer cached"); rec.Code != 200 {
+		t.Fatalf("cached good token, address out of failures: %d %s", rec.Code, rec.Body)
+	}
+	if rec := serve(h, "GET", "/read", "Authorization", "Bearer known-bad"); rec.Code != 429 {
+		t.Fatalf("cached bad token, address out of failures: %d %s", rec.Code, rec.Body)
+	}
+	if n := ks.lookups.Load() - before; n != 0 {
+		t.Fatalf("%d lookups for answers the cache had", n)
+	}
+
+	// Tokens needing a lookup: good ones served, bad ones refused.
+	if rec := serve(h, "GET", "/read", "Authorization", "Bearer fresh"); rec.Code != 200 {
+		t.Fatalf("good token needing a lookup, address out of failures: %d %s", rec.Code, rec.Body)
+	}
+	if rec := serve(h, "GET", "/read", "Authorization", "Bearer guess2"); rec.Code != 429 {
+		t.Fatalf("bad token needing a lookup, address out of failures: %d %s", rec.Code, rec.Body)
+	}
+
+	// One lookup at a time per address: while one is under way, another
+	// request from the address waits (here its client gives up) instead of
+	// starting a second; the first is then served.
+	ks.entered, ks.release = make(chan struct{}), make(chan struct{})
+	first := make(chan int, 1)
+	go func() { first <- serve(h, "GET", "/read", "Authorization", "Bearer fresh").Code }()
+	<-ks.entered
+	before = ks.lookups.Load()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, "GET", "/read", nil)
+	req.RemoteAddr = "192.0.2.1:1234"
+	req.Header.Set("Authorization", "Bearer guess3")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if n := ks.lookups.Load() - before; n != 0 {
+		t.Errorf("a second lookup started for the address while one was under way")
+	}
+	close(ks.release)
+	if c := <-first; c != 200 {
+		t.Errorf("the lookup under way: %d", c)
 	}
 }
 

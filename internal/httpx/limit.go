@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -99,6 +100,47 @@ func (l *RateLimiter) Blocked(key string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second)), true
+}
+
+// gate lets one caller at a time in per key. Its memory is bounded by the
+// callers inside or waiting: a key's entry goes when its last one leaves.
+type gate struct {
+	mu   sync.Mutex
+	keys map[string]*gateKey
+}
+
+type gateKey struct {
+	slot  chan struct{} // holds a value while someone is inside
+	users int           // inside or waiting
+}
+
+func newGate() *gate { return &gate{keys: map[string]*gateKey{}} }
+
+// enter waits until no one else is inside for key, or ctx is done. On
+// success the caller must call release once.
+func (g *gate) enter(ctx context.Context, key string) (release func(), err error) {
+	g.mu.Lock()
+	k := g.keys[key]
+	if k == nil {
+		k = &gateKey{slot: make(chan struct{}, 1)}
+		g.keys[key] = k
+	}
+	k.users++
+	g.mu.Unlock()
+	leave := func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if k.users--; k.users == 0 {
+			delete(g.keys, key)
+		}
+	}
+	select {
+	case k.slot <- struct{}{}:
+		return func() { <-k.slot; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 // RateLimit answers 429 rate_limited, with Retry-After, to a caller over

@@ -6,6 +6,7 @@
 //	-auth-jwt-secret-file        AUTH_JWT_SECRET_FILE        ""
 //	-auth-jwt-public-key-file    AUTH_JWT_PUBLIC_KEY_FILE    ""
 //	-auth-jwt-issuer             AUTH_JWT_ISSUER             ""
+//	-auth-jwt-audience           AUTH_JWT_AUDIENCE           ""
 //	-auth-api-keys               AUTH_API_KEYS               false
 //	-require-worker-credentials  REQUIRE_WORKER_CREDENTIALS  true when any AUTH_* is set, else false
 //	-insecure-no-auth            INSECURE_NO_AUTH            false
@@ -70,6 +71,7 @@ func run() error {
 	secretFile := flag.String("auth-jwt-secret-file", e.String("AUTH_JWT_SECRET_FILE", ""), "file holding the HS256 secret of JWTs; or the secret itself in AUTH_JWT_SECRET [AUTH_JWT_SECRET_FILE]")
 	keyFile := flag.String("auth-jwt-public-key-file", e.String("AUTH_JWT_PUBLIC_KEY_FILE", ""), "PEM public key of JWTs: RSA (RS256) or Ed25519 (EdDSA) [AUTH_JWT_PUBLIC_KEY_FILE]")
 	flag.StringVar(&cfg.Auth.Tokens.JWTIssuer, "auth-jwt-issuer", e.String("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs [AUTH_JWT_ISSUER]")
+	flag.StringVar(&cfg.Auth.Tokens.JWTAudience, "auth-jwt-audience", e.String("AUTH_JWT_AUDIENCE", ""), "audience every JWT's aud claim must hold [AUTH_JWT_AUDIENCE]")
 	flag.BoolVar(&cfg.Auth.Tokens.APIKeys, "auth-api-keys", e.Bool("AUTH_API_KEYS", false), "accept API keys made by 'submitter token create' [AUTH_API_KEYS]")
 	requireCreds := flag.String("require-worker-credentials", e.String("REQUIRE_WORKER_CREDENTIALS", ""), "refuse heartbeats without a valid worker credential (true/false); default true when any AUTH_* is set [REQUIRE_WORKER_CREDENTIALS]")
 	flag.BoolVar(&cfg.Auth.InsecureNoAuth, "insecure-no-auth", e.Bool("INSECURE_NO_AUTH", false), "allow a non-loopback -addr without tokens [INSECURE_NO_AUTH]")

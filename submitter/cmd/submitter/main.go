@@ -11,6 +11,7 @@
 //	-auth-jwt-secret-file     AUTH_JWT_SECRET_FILE      "" (the same, read from a file)
 //	-auth-jwt-public-key-file AUTH_JWT_PUBLIC_KEY_FILE  "" (PEM: RSA for RS256, Ed25519 for EdDSA)
 //	-auth-jwt-issuer          AUTH_JWT_ISSUER           "" (not checked)
+//	-auth-jwt-audience        AUTH_JWT_AUDIENCE         "" (not checked)
 //	-auth-api-keys            AUTH_API_KEYS             false (accept keys made by "submitter token create")
 //	-insecure-no-auth         INSECURE_NO_AUTH          false
 //	-rate-limit-rps           RATE_LIMIT_RPS            1000 (per token, or per client IP without auth)
@@ -136,6 +137,7 @@ func parseConfig(args []string) (submitter.Config, error) {
 	keyFile := fs.String("auth-jwt-public-key-file", e.String("AUTH_JWT_PUBLIC_KEY_FILE", ""),
 		"PEM public key of JWTs: RSA for RS256, Ed25519 for EdDSA (AUTH_JWT_PUBLIC_KEY_FILE)")
 	fs.StringVar(&cfg.Auth.JWTIssuer, "auth-jwt-issuer", e.String("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs (AUTH_JWT_ISSUER)")
+	fs.StringVar(&cfg.Auth.JWTAudience, "auth-jwt-audience", e.String("AUTH_JWT_AUDIENCE", ""), "audience every JWT's aud claim must hold (AUTH_JWT_AUDIENCE)")
 	fs.BoolVar(&cfg.Auth.APIKeys, "auth-api-keys", e.Bool("AUTH_API_KEYS", false),
 		"accept API keys made by 'submitter token create' (AUTH_API_KEYS)")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", e.Bool("INSECURE_NO_AUTH", false),
