@@ -95,6 +95,8 @@ type Worker struct {
 	unsent   map[int64]int64    // job id → token of results not yet on the stream
 	wg       sync.WaitGroup     // running attempts
 	results  chan wire.Result
+
+	sendFailed func() // test hook: called after each failed send of results
 }
 
 type attempt struct {
@@ -432,6 +434,9 @@ func (w *Worker) sendLoop(done <-chan struct{}) {
 			}
 			w.metrics.redisErrors.WithLabelValues("send_results").Inc()
 			w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
+			if w.sendFailed != nil {
+				w.sendFailed()
+			}
 			time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
 		}
 		w.mu.Lock()
