@@ -77,7 +77,13 @@ var (
 	errShutdown = errors.New("worker shutting down")
 	errCanceled = errors.New("job canceled")
 	errTimeout  = errors.New("job timed out")
+	// A newer lease of the job arrived: the old lease has ended.
+	errSuperseded = errors.New("a newer lease of this job arrived")
 )
+
+// remembered bounds the lease tokens a worker remembers beyond those it
+// holds: tokens delivered lately and tokens canceled before delivery.
+const remembered = 10_000
 
 // Worker runs handlers for jobs the coordinator leases to it.
 type Worker struct {
@@ -89,19 +95,46 @@ type Worker struct {
 	metrics  *metrics
 
 	draining atomic.Bool
-	mu       sync.Mutex
-	running  map[int64]*attempt // job id → the attempt running it
-	canceled map[int64]int64    // job id → lease token canceled before its delivery was started
-	unsent   map[int64]int64    // job id → token of results not yet on the stream
-	wg       sync.WaitGroup     // running attempts
+	wg       sync.WaitGroup // running attempts
 	results  chan wire.Result
+
+	// Attempts are keyed by lease token, not job id: a job can be leased
+	// again while its old attempt still runs here (the old lease ran out).
+	mu       sync.Mutex
+	running  map[int64]*attempt // lease token → the attempt running it
+	unsent   map[int64]int64    // lease token → job id, of results not yet on the stream
+	newest   map[int64]int64    // job id → its newest lease here, while running or unsent: what heartbeats name
+	seen     tokenSet           // lease tokens delivered lately: a second delivery of one is dropped
+	canceled map[int64]int64    // lease token → job id, canceled before its delivery arrived
 
 	sendFailed func() // test hook: called after each failed send of results
 }
 
 type attempt struct {
-	token  int64
+	jobID  int64
 	cancel context.CancelCauseFunc
+}
+
+// tokenSet holds the last n lease tokens added.
+type tokenSet struct {
+	has  map[int64]bool
+	ring []int64
+	next int
+}
+
+func newTokenSet(n int) tokenSet {
+	return tokenSet{has: make(map[int64]bool, n), ring: make([]int64, 0, n)}
+}
+
+func (s *tokenSet) add(token int64) {
+	if len(s.ring) < cap(s.ring) {
+		s.ring = append(s.ring, token)
+	} else {
+		delete(s.has, s.ring[s.next])
+		s.ring[s.next] = token
+		s.next = (s.next + 1) % len(s.ring)
+	}
+	s.has[token] = true
 }
 
 // New connects to Redis. Register handlers with Handle before Run.
@@ -116,8 +149,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
-		canceled: map[int64]int64{},
-		results:  make(chan wire.Result, cfg.Concurrency+16)}
+		newest: map[int64]int64{}, seen: newTokenSet(remembered), canceled: map[int64]int64{},
+		results: make(chan wire.Result, cfg.Concurrency+16)}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
@@ -242,13 +275,7 @@ func (w *Worker) handleInbox(in Inbox, release bool) {
 		}
 	}
 	for _, d := range in.Deliveries {
-		if release {
-			now := time.Now()
-			w.report(wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
-				Outcome: wire.OutcomeReleased, Reason: "shutdown", StartedAt: now, FinishedAt: now}, d.Name)
-			continue
-		}
-		w.start(d)
+		w.accept(d, release)
 	}
 }
 
@@ -267,22 +294,27 @@ func (w *Worker) releaseQueued(ctx context.Context) {
 }
 
 // cancelJob cancels a running attempt, or remembers the cancel for a
-// delivery not started yet (the control list is read before the job list,
-// so a cancel can overtake its job).
+// delivery not received yet (the control list is read before the job list,
+// so a cancel can overtake its job). A cancel without a token names the
+// job's newest lease here.
 func (w *Worker) cancelJob(id, token int64) {
 	w.mu.Lock()
-	a, ok := w.running[id]
-	if !ok {
-		if len(w.canceled) > 10_000 { // bound it: forget the oldest guesses
-			clear(w.canceled)
-		}
-		w.canceled[id] = token
+	defer w.mu.Unlock()
+	if token == 0 {
+		token = w.newest[id]
 	}
-	w.mu.Unlock()
-	if ok && (token == 0 || a.token == token) {
-		w.log.Info("canceling job on request", "job_id", id)
+	if a, ok := w.running[token]; ok && a.jobID == id {
+		w.log.Info("canceling job on request", "job_id", id, "lease_token", token)
 		a.cancel(errCanceled)
+		return
 	}
+	if token == 0 || w.seen.has[token] {
+		return // nothing of the job here, or that attempt has ended
+	}
+	if len(w.canceled) >= remembered { // bound it: forget the oldest guesses
+		clear(w.canceled)
+	}
+	w.canceled[token] = id
 }
 
 func (w *Worker) cancelAll(cause error) {
@@ -293,11 +325,50 @@ func (w *Worker) cancelAll(cause error) {
 	}
 }
 
-func (w *Worker) start(d wire.Delivery) {
+// accept takes one delivery: it starts it, or reports it handed back if
+// release is set, or reports it failed if it was canceled before it came.
+// Deliveries are keyed by lease token. The same lease delivered twice runs
+// once. A newer lease of a job whose attempt still runs here cancels that
+// attempt (its lease has ended; the coordinator rejects its result by token)
+// and runs; an older one, arriving late, is dropped.
+func (w *Worker) accept(d wire.Delivery, release bool) {
 	h, ok := w.handlers[d.Name]
 	label := d.Name
 	if !ok {
 		h, label = w.handlers["*"], "other"
+	}
+	w.mu.Lock()
+	_, running := w.running[d.LeaseToken]
+	_, unsent := w.unsent[d.LeaseToken]
+	if running || unsent || w.seen.has[d.LeaseToken] {
+		w.mu.Unlock()
+		return // the same lease delivered twice
+	}
+	w.seen.add(d.LeaseToken)
+	if old, ok := w.newest[d.JobID]; ok {
+		if old > d.LeaseToken {
+			w.mu.Unlock()
+			return // a lease that ended before the one here began
+		}
+		if a, ok := w.running[old]; ok {
+			w.log.Info("a new lease of a running job arrived: canceling the old attempt",
+				"job_id", d.JobID, "lease_token", d.LeaseToken, "old_lease_token", old)
+			a.cancel(errSuperseded)
+		}
+	}
+	w.newest[d.JobID] = d.LeaseToken
+	_, canceled := w.canceled[d.LeaseToken]
+	delete(w.canceled, d.LeaseToken)
+	if canceled || release {
+		w.mu.Unlock()
+		now := time.Now()
+		r := wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
+			Outcome: wire.OutcomeReleased, Reason: "shutdown", StartedAt: now, FinishedAt: now}
+		if canceled { // canceled before it started: it never runs
+			r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled before it started"
+		}
+		w.report(r, label)
+		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if d.TimeoutSeconds > 0 {
@@ -306,23 +377,7 @@ func (w *Worker) start(d wire.Delivery) {
 		inner := cancel
 		cancel = func(cause error) { inner(cause); stop() }
 	}
-	w.mu.Lock()
-	if _, dup := w.running[d.JobID]; dup {
-		w.mu.Unlock()
-		cancel(nil)
-		return // the same lease delivered twice: already running
-	}
-	if t, ok := w.canceled[d.JobID]; ok && t == d.LeaseToken {
-		delete(w.canceled, d.JobID)
-		w.mu.Unlock()
-		cancel(nil)
-		now := time.Now() // canceled before it started: it never runs
-		w.report(wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
-			Outcome: wire.OutcomeFailed, Reason: job.ReasonCanceled, Error: "canceled before it started",
-			StartedAt: now, FinishedAt: now}, label)
-		return
-	}
-	w.running[d.JobID] = &attempt{token: d.LeaseToken, cancel: cancel}
+	w.running[d.LeaseToken] = &attempt{jobID: d.JobID, cancel: cancel}
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
@@ -360,6 +415,8 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 	switch {
 	case errors.Is(cause, errShutdown):
 		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "shutdown", "worker shut down"
+	case errors.Is(cause, errSuperseded):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "superseded", errSuperseded.Error()
 	case errors.Is(cause, errCanceled):
 		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled"
 	case errors.Is(cause, errTimeout):
@@ -389,8 +446,8 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 // report moves an attempt from running to unsent and queues its result.
 func (w *Worker) report(r wire.Result, label string) {
 	w.mu.Lock()
-	delete(w.running, r.JobID)
-	w.unsent[r.JobID] = r.LeaseToken
+	delete(w.running, r.LeaseToken)
+	w.unsent[r.LeaseToken] = r.JobID
 	w.mu.Unlock()
 	w.metrics.finished.WithLabelValues(label, r.Outcome).Inc()
 	if !r.StartedAt.IsZero() {
@@ -441,8 +498,9 @@ func (w *Worker) sendLoop(done <-chan struct{}) {
 		}
 		w.mu.Lock()
 		for _, r := range batch {
-			if w.unsent[r.JobID] == r.LeaseToken {
-				delete(w.unsent, r.JobID)
+			delete(w.unsent, r.LeaseToken)
+			if w.newest[r.JobID] == r.LeaseToken {
+				delete(w.newest, r.JobID)
 			}
 		}
 		w.mu.Unlock()
@@ -465,11 +523,11 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	hb := wire.Heartbeat{WorkerID: w.cfg.ID, JobTypes: w.jobTypes(), Concurrency: w.cfg.Concurrency,
 		Draining: w.draining.Load(), Stopped: stopped, Credential: w.cfg.Credential, SentAt: time.Now()}
+	// Each job's newest lease only: an older attempt still running here, or
+	// its unsent result, has a lease that has ended and holds no slot the
+	// coordinator knows of.
 	w.mu.Lock()
-	for id, a := range w.running {
-		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: a.token})
-	}
-	for id, token := range w.unsent {
+	for id, token := range w.newest {
 		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: token})
 	}
 	w.mu.Unlock()

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -36,11 +37,33 @@ func newTestWorker(t *testing.T, url, prefix string, cfg Config) *Worker {
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = waitLimit
 	}
-	w, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})))
+	w, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(testOutput(t), &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatalf("new worker: %v", err)
 	}
 	return w
+}
+
+// testOutput is t.Output until the test's cleanup ends, then nothing: a
+// handler a failed test left blocked may log after that.
+func testOutput(t *testing.T) io.Writer {
+	o := &cutWriter{w: t.Output()}
+	t.Cleanup(func() { o.mu.Lock(); o.w = nil; o.mu.Unlock() }) // first registered: runs last
+	return o
+}
+
+type cutWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (o *cutWriter) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.w == nil {
+		return len(p), nil
+	}
+	return o.w.Write(p)
 }
 
 // running is a worker's Run in a goroutine.
@@ -182,6 +205,16 @@ func (c *coordinator) heartbeat(what string, ok func(wire.Heartbeat) bool) wire.
 	}
 	c.t.Fatalf("no heartbeat %s within %s", what, waitLimit)
 	return wire.Heartbeat{}
+}
+
+// skipHeartbeats makes heartbeat read only heartbeats sent from now on.
+func (c *coordinator) skipHeartbeats() {
+	c.t.Helper()
+	last, err := c.q.LastHeartbeatID(c.t.Context())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.hbLast = last
 }
 
 func names(hb wire.Heartbeat, jobID, token int64) bool {
@@ -329,5 +362,96 @@ func TestSendRetries(t *testing.T) {
 	r.stop(t)
 	if rs := c.readResults(0); len(rs) != 0 {
 		t.Fatalf("results after the first: %+v, want the result sent once", rs)
+	}
+}
+
+// A job leased again while its old attempt still runs here (the old lease
+// ran out): the new lease runs, the old attempt is canceled, and heartbeats
+// name only the new lease.
+func TestNewLeaseSupersedesRunningAttempt(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	w := newTestWorker(t, redistest.URL(), prefix, Config{})
+	started := make(chan int, 10) // attempt numbers
+	oldCanceled := make(chan error, 1)
+	releaseOld, openOld := gate(t)
+	releaseNew, openNew := gate(t)
+	w.Handle("job", func(ctx context.Context, j *Job) (any, error) {
+		started <- j.Attempt
+		if j.Attempt == 1 {
+			<-ctx.Done()
+			oldCanceled <- context.Cause(ctx)
+			<-releaseOld // still running after its cancel
+			return nil, ctx.Err()
+		}
+		<-releaseNew
+		return "new", nil
+	})
+	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+	r := run(t, w)
+	c.deliver(delivery(9, 90, "job", 1))
+	if a := receive(t, started, "start of the first lease"); a != 1 {
+		t.Fatalf("started attempt %d, want 1", a)
+	}
+	c.deliver(delivery(9, 91, "job", 2))
+	if a := receive(t, started, "start of the new lease"); a != 2 {
+		t.Fatalf("started attempt %d, want 2", a)
+	}
+	receive(t, oldCanceled, "cancel of the old attempt")
+	hb := c.heartbeat("naming the new lease", func(hb wire.Heartbeat) bool { return names(hb, 9, 91) })
+	if names(hb, 9, 90) {
+		t.Errorf("heartbeat in_flight %+v names the superseded lease 90", hb.InFlight)
+	}
+
+	openOld()
+	if res := c.results(1)[0]; res.LeaseToken != 90 || res.Outcome == wire.OutcomeCompleted {
+		t.Errorf("old attempt's result = %+v, want token 90 not completed", res)
+	}
+	c.skipHeartbeats()
+	hb = c.heartbeat("naming the new lease", func(hb wire.Heartbeat) bool { return names(hb, 9, 91) })
+	if names(hb, 9, 90) {
+		t.Errorf("heartbeat in_flight %+v names the superseded lease 90", hb.InFlight)
+	}
+	openNew()
+	if res := c.results(1)[0]; res.LeaseToken != 91 || res.Outcome != wire.OutcomeCompleted {
+		t.Errorf("new attempt's result = %+v, want completed for token 91", res)
+	}
+	r.stop(t)
+}
+
+// The same lease delivered twice runs once, whether the second copy comes
+// in the same read or after the first has finished and been reported.
+func TestDuplicateDeliveryRunsOnce(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	w := newTestWorker(t, redistest.URL(), prefix, Config{})
+	ran := make(chan int64, 10)
+	w.Handle("job", func(_ context.Context, j *Job) (any, error) {
+		id, _ := json.Number(j.ID).Int64()
+		ran <- id
+		return nil, nil
+	})
+	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+	r := run(t, w)
+	d := delivery(4, 40, "job", 1)
+	c.deliver(d, d)
+	c.results(1)
+	// Again after the result is on the stream, then a marker behind it
+	// (the list is FIFO): once the marker's result is in, the copy was read.
+	c.deliver(d, delivery(5, 50, "job", 1))
+	if res := c.results(1)[0]; res.JobID != 5 {
+		t.Fatalf("result = %+v, want only the marker's (job 5)", res)
+	}
+	r.stop(t)
+	if rs := c.readResults(0); len(rs) != 0 {
+		t.Fatalf("more results: %+v", rs)
+	}
+	close(ran)
+	var runs []int64
+	for id := range ran {
+		runs = append(runs, id)
+	}
+	if slices.Compare(runs, []int64{4, 5}) != 0 {
+		t.Fatalf("handler ran for jobs %v, want [4 5]", runs)
 	}
 }
