@@ -81,6 +81,14 @@ var (
 	errSuperseded = errors.New("a newer lease of this job arrived")
 )
 
+// Time limits of Redis calls, and of the drain beyond the grace period.
+const (
+	redisTimeout = 5 * time.Second // one heartbeat, one batch of results
+	cancelWait   = 5 * time.Second // for handlers to return once the grace period has ended
+	flushMin     = time.Second     // the least time results get after the last attempt ended
+	stopTimeout  = time.Second     // the final heartbeat, saying stopped
+)
+
 // remembered bounds the lease tokens a worker remembers beyond those it
 // holds: tokens delivered lately and tokens canceled before delivery.
 const remembered = 10_000
@@ -96,13 +104,14 @@ type Worker struct {
 
 	draining atomic.Bool
 	wg       sync.WaitGroup // running attempts
-	results  chan wire.Result
+	queued   chan struct{}  // a result was queued (capacity 1)
 
 	// Attempts are keyed by lease token, not job id: a job can be leased
 	// again while its old attempt still runs here (the old lease ran out).
 	mu       sync.Mutex
 	running  map[int64]*attempt // lease token → the attempt running it
 	unsent   map[int64]int64    // lease token → job id, of results not yet on the stream
+	toSend   []wire.Result      // results the sender has not taken yet (all in unsent)
 	newest   map[int64]int64    // job id → its newest lease here, while running or unsent: what heartbeats name
 	seen     tokenSet           // lease tokens delivered lately: a second delivery of one is dropped
 	canceled map[int64]int64    // lease token → job id, canceled before its delivery arrived
@@ -150,7 +159,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
 		newest: map[int64]int64{}, seen: newTokenSet(remembered), canceled: map[int64]int64{},
-		results: make(chan wire.Result, cfg.Concurrency+16)}
+		queued: make(chan struct{}, 1)}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
@@ -209,38 +218,70 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	// Heartbeats and result sending outlive ctx: they carry the drain.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	sendCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
 	var bgWG sync.WaitGroup
 	bgWG.Add(2)
 	go func() { defer bgWG.Done(); w.heartbeatLoop(bg) }()
 	sendDone := make(chan struct{})
-	go func() { defer bgWG.Done(); w.sendLoop(sendDone) }()
+	go func() { defer bgWG.Done(); w.sendLoop(sendCtx, sendDone) }()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "job_types", w.jobTypes())
 
 	w.receiveLoop(ctx)
 
-	// Drain.
+	// Drain, within the grace period but for the bounds below.
+	graceEnd := time.Now().Add(w.cfg.ShutdownGrace)
+	dctx, cancelDrain := context.WithDeadline(context.WithoutCancel(ctx), graceEnd)
+	defer cancelDrain()
 	w.draining.Store(true)
 	w.log.Info("worker draining", "in_flight", w.inFlightCount(), "grace", w.cfg.ShutdownGrace)
-	w.heartbeat(bg, false)
-	w.releaseQueued(bg)
 	finished := make(chan struct{})
-	go func() { w.wg.Wait(); close(finished) }()
+	var lastEnd time.Time // when the last attempt ended; read only once finished is closed
+	go func() { w.wg.Wait(); lastEnd = time.Now(); close(finished) }()
+	w.heartbeat(dctx, false)
+	w.releaseQueued(dctx)
 	select {
 	case <-finished:
-	case <-time.After(w.cfg.ShutdownGrace):
+	case <-dctx.Done():
+	}
+	select {
+	case <-finished:
+	default:
 		w.log.Warn("grace period over: canceling running jobs and handing them back", "in_flight", w.inFlightCount())
 		w.cancelAll(errShutdown)
 		select {
 		case <-finished:
-		case <-time.After(5 * time.Second):
+		case <-time.After(cancelWait):
 			w.log.Error("handlers ignored cancellation; exiting without them")
 		}
 	}
-	w.releaseQueued(bg)
+	// Results are sent until the grace period ends, and for at least
+	// flushMin after the last attempt ended. Those Redis has not taken by
+	// then are given up: their leases are the leader's to recover.
+	ended := time.Now() // handlers that ignored cancellation are left behind
+	select {
+	case <-finished:
+		ended = lastEnd
+	default:
+	}
+	flushEnd := graceEnd
+	if t := ended.Add(flushMin); t.After(flushEnd) {
+		flushEnd = t
+	}
+	fctx, cancelFlush := context.WithDeadline(context.WithoutCancel(ctx), flushEnd)
+	defer cancelFlush()
+	stopAbandon := context.AfterFunc(fctx, abandon)
+	defer stopAbandon()
+	w.releaseQueued(fctx)
 	close(sendDone) // the sender flushes what is queued, then returns
 	stopBG()        // and the heartbeat loop ends
 	bgWG.Wait()
-	w.heartbeat(context.WithoutCancel(ctx), true)
+	if n := w.unsentCount(); n > 0 {
+		w.log.Warn("results not sent before the drain ended: the leader recovers their jobs by their leases", "count", n)
+	}
+	hctx, cancelHB := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancelHB()
+	w.heartbeat(hctx, true)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -448,63 +489,88 @@ func (w *Worker) report(r wire.Result, label string) {
 	w.mu.Lock()
 	delete(w.running, r.LeaseToken)
 	w.unsent[r.LeaseToken] = r.JobID
+	w.toSend = append(w.toSend, r)
 	w.mu.Unlock()
 	w.metrics.finished.WithLabelValues(label, r.Outcome).Inc()
 	if !r.StartedAt.IsZero() {
 		w.metrics.duration.WithLabelValues(label).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	}
-	w.results <- r
+	select {
+	case w.queued <- struct{}{}:
+	default: // the sender has been told already
+	}
 }
 
-// sendLoop writes results to the stream in pipelined batches, retrying until
-// Redis takes them. While a result is unsent its job stays in the
-// heartbeat's in-flight list, so its lease does not run out meanwhile.
-func (w *Worker) sendLoop(done <-chan struct{}) {
-	ctx := context.Background()
-	batch := make([]wire.Result, 0, 512)
+// sendLoop writes queued results to the stream in pipelined batches,
+// retrying each until Redis takes it or ctx ends. While a result is unsent
+// its job stays in the heartbeat's in-flight list, so its lease is extended
+// meanwhile. Once done is closed it sends what is queued and returns.
+func (w *Worker) sendLoop(ctx context.Context, done <-chan struct{}) {
 	for {
-		batch = batch[:0]
-		select {
-		case r := <-w.results:
-			batch = append(batch, r)
-		case <-done:
+		w.mu.Lock()
+		batch := w.toSend
+		w.toSend = nil
+		w.mu.Unlock()
+		if len(batch) == 0 {
 			select {
-			case r := <-w.results:
-				batch = append(batch, r)
-			default:
+			case <-w.queued:
+				continue
+			case <-done:
+				w.mu.Lock()
+				batch, w.toSend = w.toSend, nil
+				w.mu.Unlock()
+				if len(batch) == 0 {
+					return
+				}
+			case <-ctx.Done():
 				return
 			}
 		}
-	fill:
-		for len(batch) < cap(batch) {
-			select {
-			case r := <-w.results:
-				batch = append(batch, r)
-			default:
-				break fill
+		for len(batch) > 0 {
+			n := min(len(batch), 512)
+			if !w.send(ctx, batch[:n]) {
+				return
 			}
+			batch = batch[n:]
 		}
-		for attempt := 0; ; attempt++ {
-			err := w.q.SendResults(ctx, batch)
-			if err == nil {
-				break
-			}
-			w.metrics.redisErrors.WithLabelValues("send_results").Inc()
-			w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
-			if w.sendFailed != nil {
-				w.sendFailed()
-			}
-			time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
-		}
-		w.mu.Lock()
-		for _, r := range batch {
-			delete(w.unsent, r.LeaseToken)
-			if w.newest[r.JobID] == r.LeaseToken {
-				delete(w.newest, r.JobID)
-			}
-		}
-		w.mu.Unlock()
 	}
+}
+
+// send writes one batch of results, retrying until Redis takes it (true)
+// or ctx ends (false).
+func (w *Worker) send(ctx context.Context, batch []wire.Result) bool {
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		err := w.q.SendResults(sctx, batch)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		w.metrics.redisErrors.WithLabelValues("send_results").Inc()
+		w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
+		if w.sendFailed != nil {
+			w.sendFailed()
+		}
+		sleep(ctx, min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range batch {
+		delete(w.unsent, r.LeaseToken)
+		if w.newest[r.JobID] == r.LeaseToken {
+			delete(w.newest, r.JobID)
+		}
+	}
+	return true
+}
+
+func (w *Worker) unsentCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.unsent)
 }
 
 func (w *Worker) heartbeatLoop(ctx context.Context) {
@@ -531,6 +597,8 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: token})
 	}
 	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
 	if err := w.q.SendHeartbeat(ctx, hb); err != nil {
 		w.metrics.redisErrors.WithLabelValues("heartbeat").Inc()
 		w.log.Warn("heartbeat failed", "err", err)

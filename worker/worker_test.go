@@ -455,3 +455,42 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 		t.Fatalf("handler ran for jobs %v, want [4 5]", runs)
 	}
 }
+
+// With Redis gone, a worker told to stop still returns within its grace
+// period (and a small bound): the results it could not send are left for
+// the leader to recover by their leases.
+func TestShutdownWithRedisGone(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const grace = time.Second
+	w := newTestWorker(t, srv.URL(), "", Config{ShutdownGrace: grace})
+	started := make(chan int64, 10)
+	release, open := gate(t)
+	w.Handle("job", func(_ context.Context, j *Job) (any, error) {
+		started <- 1
+		<-release
+		return "ok", nil
+	})
+	c := newCoordinator(t, srv.URL(), "", w.ID())
+	r := run(t, w)
+	c.deliver(delivery(3, 30, "job", 1))
+	receive(t, started, "start of the job")
+
+	srv.Stop()
+	begin := time.Now()
+	r.cancel()
+	open() // it finishes, but its result cannot be sent
+	// At most flushMin for results after the last attempt and stopTimeout
+	// for the final heartbeat, then some slack.
+	const bound = flushMin + stopTimeout + 2*time.Second
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		t.Logf("Run returned %s after its context ended", time.Since(begin).Round(time.Millisecond))
+	case <-time.After(grace + bound):
+		t.Fatalf("Run did not return within the grace period (%s) + %s with Redis gone", grace, bound)
+	}
+}
