@@ -146,8 +146,12 @@ func (s *tokenSet) add(token int64) {
 	s.has[token] = true
 }
 
-// New connects to Redis. Register handlers with Handle before Run.
+// New connects to Redis. Register handlers with Handle before Run. A nil
+// log discards the worker's log lines.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -306,7 +310,7 @@ func (w *Worker) receiveLoop(ctx context.Context) {
 	}
 }
 
-func (w *Worker) handleInbox(in Inbox, release bool) {
+func (w *Worker) handleInbox(in queue.Inbox, release bool) {
 	if in.Bad > 0 {
 		w.metrics.badMessages.Add(float64(in.Bad))
 	}
@@ -319,9 +323,6 @@ func (w *Worker) handleInbox(in Inbox, release bool) {
 		w.accept(d, release)
 	}
 }
-
-// Inbox is an alias so that handleInbox reads naturally.
-type Inbox = queue.Inbox
 
 // releaseQueued hands back deliveries that arrived but were not started.
 func (w *Worker) releaseQueued(ctx context.Context) {

@@ -494,3 +494,22 @@ func TestShutdownWithRedisGone(t *testing.T) {
 		t.Fatalf("Run did not return within the grace period (%s) + %s with Redis gone", grace, bound)
 	}
 }
+
+// A nil logger is fine: the worker logs nowhere.
+func TestNilLogger(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	w, err := New(t.Context(), Config{ID: "w1", RedisURL: redistest.URL(), RedisPrefix: prefix,
+		HeartbeatInterval: 50 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("job", func(context.Context, *Job) (any, error) { panic("logged nowhere") })
+	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+	r := run(t, w)
+	c.deliver(delivery(1, 10, "job", 1))
+	if res := c.results(1)[0]; res.Outcome != wire.OutcomeFailed {
+		t.Fatalf("result = %+v, want failed (the handler panicked)", res)
+	}
+	r.stop(t)
+}
