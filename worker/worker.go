@@ -205,8 +205,10 @@ func (w *Worker) inFlightCount() int {
 
 // Run works until ctx ends, then drains: it stops taking jobs, lets running
 // ones finish for up to ShutdownGrace, cancels and hands back the rest (and
-// any delivered but not started), and says it stopped. If ln is not nil it
-// also serves Handler on it.
+// any delivered but not started), sends their results, and says it stopped.
+// Results Redis has not taken when the grace period ends (or 1 s after the
+// last job ended, if later) are given up: the coordinator recovers those
+// jobs by their leases. If ln is not nil it also serves Handler on it.
 func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	defer w.q.Close()
 	if len(w.handlers) == 0 {
