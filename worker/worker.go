@@ -77,7 +77,21 @@ var (
 	errShutdown = errors.New("worker shutting down")
 	errCanceled = errors.New("job canceled")
 	errTimeout  = errors.New("job timed out")
+	// A newer lease of the job arrived: the old lease has ended.
+	errSuperseded = errors.New("a newer lease of this job arrived")
 )
+
+// Time limits of Redis calls, and of the drain beyond the grace period.
+const (
+	redisTimeout = 5 * time.Second // one heartbeat, one batch of results
+	cancelWait   = 5 * time.Second // for handlers to return once the grace period has ended
+	flushMin     = time.Second     // the least time results get after the last attempt ended
+	stopTimeout  = time.Second     // the final heartbeat, saying stopped
+)
+
+// remembered bounds the lease tokens a worker remembers beyond those it
+// holds: tokens delivered lately and tokens canceled before delivery.
+const remembered = 10_000
 
 // Worker runs handlers for jobs the coordinator leases to it.
 type Worker struct {
@@ -89,21 +103,55 @@ type Worker struct {
 	metrics  *metrics
 
 	draining atomic.Bool
+	wg       sync.WaitGroup // running attempts
+	queued   chan struct{}  // a result was queued (capacity 1)
+
+	// Attempts are keyed by lease token, not job id: a job can be leased
+	// again while its old attempt still runs here (the old lease ran out).
 	mu       sync.Mutex
-	running  map[int64]*attempt // job id → the attempt running it
-	canceled map[int64]int64    // job id → lease token canceled before its delivery was started
-	unsent   map[int64]int64    // job id → token of results not yet on the stream
-	wg       sync.WaitGroup     // running attempts
-	results  chan wire.Result
+	running  map[int64]*attempt // lease token → the attempt running it
+	unsent   map[int64]int64    // lease token → job id, of results not yet on the stream
+	toSend   []wire.Result      // results the sender has not taken yet (all in unsent)
+	newest   map[int64]int64    // job id → its newest lease here, while running or unsent: what heartbeats name
+	seen     tokenSet           // lease tokens delivered lately: a second delivery of one is dropped
+	canceled map[int64]int64    // lease token → job id, canceled before its delivery arrived
+
+	sendFailed func() // test hook: called after each failed send of results
 }
 
 type attempt struct {
-	token  int64
+	jobID  int64
 	cancel context.CancelCauseFunc
 }
 
-// New connects to Redis. Register handlers with Handle before Run.
+// tokenSet holds the last n lease tokens added.
+type tokenSet struct {
+	has  map[int64]bool
+	ring []int64
+	next int
+}
+
+func newTokenSet(n int) tokenSet {
+	return tokenSet{has: make(map[int64]bool, n), ring: make([]int64, 0, n)}
+}
+
+func (s *tokenSet) add(token int64) {
+	if len(s.ring) < cap(s.ring) {
+		s.ring = append(s.ring, token)
+	} else {
+		delete(s.has, s.ring[s.next])
+		s.ring[s.next] = token
+		s.next = (s.next + 1) % len(s.ring)
+	}
+	s.has[token] = true
+}
+
+// New connects to Redis. Register handlers with Handle before Run. A nil
+// log discards the worker's log lines.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -114,8 +162,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
-		canceled: map[int64]int64{},
-		results:  make(chan wire.Result, cfg.Concurrency+16)}
+		newest: map[int64]int64{}, seen: newTokenSet(remembered), canceled: map[int64]int64{},
+		queued: make(chan struct{}, 1)}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
@@ -157,8 +205,10 @@ func (w *Worker) inFlightCount() int {
 
 // Run works until ctx ends, then drains: it stops taking jobs, lets running
 // ones finish for up to ShutdownGrace, cancels and hands back the rest (and
-// any delivered but not started), and says it stopped. If ln is not nil it
-// also serves Handler on it.
+// any delivered but not started), sends their results, and says it stopped.
+// Results Redis has not taken when the grace period ends (or 1 s after the
+// last job ended, if later) are given up: the coordinator recovers those
+// jobs by their leases. If ln is not nil it also serves Handler on it.
 func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	defer w.q.Close()
 	if len(w.handlers) == 0 {
@@ -174,38 +224,70 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	// Heartbeats and result sending outlive ctx: they carry the drain.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	sendCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
 	var bgWG sync.WaitGroup
 	bgWG.Add(2)
 	go func() { defer bgWG.Done(); w.heartbeatLoop(bg) }()
 	sendDone := make(chan struct{})
-	go func() { defer bgWG.Done(); w.sendLoop(sendDone) }()
+	go func() { defer bgWG.Done(); w.sendLoop(sendCtx, sendDone) }()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "job_types", w.jobTypes())
 
 	w.receiveLoop(ctx)
 
-	// Drain.
+	// Drain, within the grace period but for the bounds below.
+	graceEnd := time.Now().Add(w.cfg.ShutdownGrace)
+	dctx, cancelDrain := context.WithDeadline(context.WithoutCancel(ctx), graceEnd)
+	defer cancelDrain()
 	w.draining.Store(true)
 	w.log.Info("worker draining", "in_flight", w.inFlightCount(), "grace", w.cfg.ShutdownGrace)
-	w.heartbeat(bg, false)
-	w.releaseQueued(bg)
 	finished := make(chan struct{})
-	go func() { w.wg.Wait(); close(finished) }()
+	var lastEnd time.Time // when the last attempt ended; read only once finished is closed
+	go func() { w.wg.Wait(); lastEnd = time.Now(); close(finished) }()
+	w.heartbeat(dctx, false)
+	w.releaseQueued(dctx)
 	select {
 	case <-finished:
-	case <-time.After(w.cfg.ShutdownGrace):
+	case <-dctx.Done():
+	}
+	select {
+	case <-finished:
+	default:
 		w.log.Warn("grace period over: canceling running jobs and handing them back", "in_flight", w.inFlightCount())
 		w.cancelAll(errShutdown)
 		select {
 		case <-finished:
-		case <-time.After(5 * time.Second):
+		case <-time.After(cancelWait):
 			w.log.Error("handlers ignored cancellation; exiting without them")
 		}
 	}
-	w.releaseQueued(bg)
+	// Results are sent until the grace period ends, and for at least
+	// flushMin after the last attempt ended. Those Redis has not taken by
+	// then are given up: their leases are the leader's to recover.
+	ended := time.Now() // handlers that ignored cancellation are left behind
+	select {
+	case <-finished:
+		ended = lastEnd
+	default:
+	}
+	flushEnd := graceEnd
+	if t := ended.Add(flushMin); t.After(flushEnd) {
+		flushEnd = t
+	}
+	fctx, cancelFlush := context.WithDeadline(context.WithoutCancel(ctx), flushEnd)
+	defer cancelFlush()
+	stopAbandon := context.AfterFunc(fctx, abandon)
+	defer stopAbandon()
+	w.releaseQueued(fctx)
 	close(sendDone) // the sender flushes what is queued, then returns
 	stopBG()        // and the heartbeat loop ends
 	bgWG.Wait()
-	w.heartbeat(context.WithoutCancel(ctx), true)
+	if n := w.unsentCount(); n > 0 {
+		w.log.Warn("results not sent before the drain ended: the leader recovers their jobs by their leases", "count", n)
+	}
+	hctx, cancelHB := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancelHB()
+	w.heartbeat(hctx, true)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -230,7 +312,7 @@ func (w *Worker) receiveLoop(ctx context.Context) {
 	}
 }
 
-func (w *Worker) handleInbox(in Inbox, release bool) {
+func (w *Worker) handleInbox(in queue.Inbox, release bool) {
 	if in.Bad > 0 {
 		w.metrics.badMessages.Add(float64(in.Bad))
 	}
@@ -240,18 +322,9 @@ func (w *Worker) handleInbox(in Inbox, release bool) {
 		}
 	}
 	for _, d := range in.Deliveries {
-		if release {
-			now := time.Now()
-			w.report(wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
-				Outcome: wire.OutcomeReleased, Reason: "shutdown", StartedAt: now, FinishedAt: now}, d.Name)
-			continue
-		}
-		w.start(d)
+		w.accept(d, release)
 	}
 }
-
-// Inbox is an alias so that handleInbox reads naturally.
-type Inbox = queue.Inbox
 
 // releaseQueued hands back deliveries that arrived but were not started.
 func (w *Worker) releaseQueued(ctx context.Context) {
@@ -265,22 +338,27 @@ func (w *Worker) releaseQueued(ctx context.Context) {
 }
 
 // cancelJob cancels a running attempt, or remembers the cancel for a
-// delivery not started yet (the control list is read before the job list,
-// so a cancel can overtake its job).
+// delivery not received yet (the control list is read before the job list,
+// so a cancel can overtake its job). A cancel without a token names the
+// job's newest lease here.
 func (w *Worker) cancelJob(id, token int64) {
 	w.mu.Lock()
-	a, ok := w.running[id]
-	if !ok {
-		if len(w.canceled) > 10_000 { // bound it: forget the oldest guesses
-			clear(w.canceled)
-		}
-		w.canceled[id] = token
+	defer w.mu.Unlock()
+	if token == 0 {
+		token = w.newest[id]
 	}
-	w.mu.Unlock()
-	if ok && (token == 0 || a.token == token) {
-		w.log.Info("canceling job on request", "job_id", id)
+	if a, ok := w.running[token]; ok && a.jobID == id {
+		w.log.Info("canceling job on request", "job_id", id, "lease_token", token)
 		a.cancel(errCanceled)
+		return
 	}
+	if token == 0 || w.seen.has[token] {
+		return // nothing of the job here, or that attempt has ended
+	}
+	if len(w.canceled) >= remembered { // bound it: forget the oldest guesses
+		clear(w.canceled)
+	}
+	w.canceled[token] = id
 }
 
 func (w *Worker) cancelAll(cause error) {
@@ -291,11 +369,50 @@ func (w *Worker) cancelAll(cause error) {
 	}
 }
 
-func (w *Worker) start(d wire.Delivery) {
+// accept takes one delivery: it starts it, or reports it handed back if
+// release is set, or reports it failed if it was canceled before it came.
+// Deliveries are keyed by lease token. The same lease delivered twice runs
+// once. A newer lease of a job whose attempt still runs here cancels that
+// attempt (its lease has ended; the coordinator rejects its result by token)
+// and runs; an older one, arriving late, is dropped.
+func (w *Worker) accept(d wire.Delivery, release bool) {
 	h, ok := w.handlers[d.Name]
 	label := d.Name
 	if !ok {
 		h, label = w.handlers["*"], "other"
+	}
+	w.mu.Lock()
+	_, running := w.running[d.LeaseToken]
+	_, unsent := w.unsent[d.LeaseToken]
+	if running || unsent || w.seen.has[d.LeaseToken] {
+		w.mu.Unlock()
+		return // the same lease delivered twice
+	}
+	w.seen.add(d.LeaseToken)
+	if old, ok := w.newest[d.JobID]; ok {
+		if old > d.LeaseToken {
+			w.mu.Unlock()
+			return // a lease that ended before the one here began
+		}
+		if a, ok := w.running[old]; ok {
+			w.log.Info("a new lease of a running job arrived: canceling the old attempt",
+				"job_id", d.JobID, "lease_token", d.LeaseToken, "old_lease_token", old)
+			a.cancel(errSuperseded)
+		}
+	}
+	w.newest[d.JobID] = d.LeaseToken
+	_, canceled := w.canceled[d.LeaseToken]
+	delete(w.canceled, d.LeaseToken)
+	if canceled || release {
+		w.mu.Unlock()
+		now := time.Now()
+		r := wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
+			Outcome: wire.OutcomeReleased, Reason: "shutdown", StartedAt: now, FinishedAt: now}
+		if canceled { // canceled before it started: it never runs
+			r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled before it started"
+		}
+		w.report(r, label)
+		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if d.TimeoutSeconds > 0 {
@@ -304,23 +421,7 @@ func (w *Worker) start(d wire.Delivery) {
 		inner := cancel
 		cancel = func(cause error) { inner(cause); stop() }
 	}
-	w.mu.Lock()
-	if _, dup := w.running[d.JobID]; dup {
-		w.mu.Unlock()
-		cancel(nil)
-		return // the same lease delivered twice: already running
-	}
-	if t, ok := w.canceled[d.JobID]; ok && t == d.LeaseToken {
-		delete(w.canceled, d.JobID)
-		w.mu.Unlock()
-		cancel(nil)
-		now := time.Now() // canceled before it started: it never runs
-		w.report(wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt,
-			Outcome: wire.OutcomeFailed, Reason: job.ReasonCanceled, Error: "canceled before it started",
-			StartedAt: now, FinishedAt: now}, label)
-		return
-	}
-	w.running[d.JobID] = &attempt{token: d.LeaseToken, cancel: cancel}
+	w.running[d.LeaseToken] = &attempt{jobID: d.JobID, cancel: cancel}
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
@@ -358,6 +459,8 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 	switch {
 	case errors.Is(cause, errShutdown):
 		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "shutdown", "worker shut down"
+	case errors.Is(cause, errSuperseded):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "superseded", errSuperseded.Error()
 	case errors.Is(cause, errCanceled):
 		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled"
 	case errors.Is(cause, errTimeout):
@@ -387,61 +490,90 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 // report moves an attempt from running to unsent and queues its result.
 func (w *Worker) report(r wire.Result, label string) {
 	w.mu.Lock()
-	delete(w.running, r.JobID)
-	w.unsent[r.JobID] = r.LeaseToken
+	delete(w.running, r.LeaseToken)
+	w.unsent[r.LeaseToken] = r.JobID
+	w.toSend = append(w.toSend, r)
 	w.mu.Unlock()
 	w.metrics.finished.WithLabelValues(label, r.Outcome).Inc()
 	if !r.StartedAt.IsZero() {
 		w.metrics.duration.WithLabelValues(label).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	}
-	w.results <- r
+	select {
+	case w.queued <- struct{}{}:
+	default: // the sender has been told already
+	}
 }
 
-// sendLoop writes results to the stream in pipelined batches, retrying until
-// Redis takes them. While a result is unsent its job stays in the
-// heartbeat's in-flight list, so its lease does not run out meanwhile.
-func (w *Worker) sendLoop(done <-chan struct{}) {
-	ctx := context.Background()
-	batch := make([]wire.Result, 0, 512)
+// sendLoop writes queued results to the stream in pipelined batches,
+// retrying each until Redis takes it or ctx ends. While a result is unsent
+// its job stays in the heartbeat's in-flight list, so its lease is extended
+// meanwhile. Once done is closed it sends what is queued and returns.
+func (w *Worker) sendLoop(ctx context.Context, done <-chan struct{}) {
 	for {
-		batch = batch[:0]
-		select {
-		case r := <-w.results:
-			batch = append(batch, r)
-		case <-done:
+		w.mu.Lock()
+		batch := w.toSend
+		w.toSend = nil
+		w.mu.Unlock()
+		if len(batch) == 0 {
 			select {
-			case r := <-w.results:
-				batch = append(batch, r)
-			default:
+			case <-w.queued:
+				continue
+			case <-done:
+				w.mu.Lock()
+				batch, w.toSend = w.toSend, nil
+				w.mu.Unlock()
+				if len(batch) == 0 {
+					return
+				}
+			case <-ctx.Done():
 				return
 			}
 		}
-	fill:
-		for len(batch) < cap(batch) {
-			select {
-			case r := <-w.results:
-				batch = append(batch, r)
-			default:
-				break fill
+		for len(batch) > 0 {
+			n := min(len(batch), 512)
+			if !w.send(ctx, batch[:n]) {
+				return
 			}
+			batch = batch[n:]
 		}
-		for attempt := 0; ; attempt++ {
-			err := w.q.SendResults(ctx, batch)
-			if err == nil {
-				break
-			}
-			w.metrics.redisErrors.WithLabelValues("send_results").Inc()
-			w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
-			time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
-		}
-		w.mu.Lock()
-		for _, r := range batch {
-			if w.unsent[r.JobID] == r.LeaseToken {
-				delete(w.unsent, r.JobID)
-			}
-		}
-		w.mu.Unlock()
 	}
+}
+
+// send writes one batch of results, retrying until Redis takes it (true)
+// or ctx ends (false).
+func (w *Worker) send(ctx context.Context, batch []wire.Result) bool {
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		err := w.q.SendResults(sctx, batch)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		w.metrics.redisErrors.WithLabelValues("send_results").Inc()
+		w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
+		if w.sendFailed != nil {
+			w.sendFailed()
+		}
+		sleep(ctx, min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range batch {
+		delete(w.unsent, r.LeaseToken)
+		if w.newest[r.JobID] == r.LeaseToken {
+			delete(w.newest, r.JobID)
+		}
+	}
+	return true
+}
+
+func (w *Worker) unsentCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.unsent)
 }
 
 func (w *Worker) heartbeatLoop(ctx context.Context) {
@@ -460,14 +592,16 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	hb := wire.Heartbeat{WorkerID: w.cfg.ID, JobTypes: w.jobTypes(), Concurrency: w.cfg.Concurrency,
 		Draining: w.draining.Load(), Stopped: stopped, Credential: w.cfg.Credential, SentAt: time.Now()}
+	// Each job's newest lease only: an older attempt still running here, or
+	// its unsent result, has a lease that has ended and holds no slot the
+	// coordinator knows of.
 	w.mu.Lock()
-	for id, a := range w.running {
-		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: a.token})
-	}
-	for id, token := range w.unsent {
+	for id, token := range w.newest {
 		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: token})
 	}
 	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
 	if err := w.q.SendHeartbeat(ctx, hb); err != nil {
 		w.metrics.redisErrors.WithLabelValues("heartbeat").Inc()
 		w.log.Warn("heartbeat failed", "err", err)
