@@ -219,27 +219,40 @@ type CancelResult struct {
 // records the request (the attempt's outcome then becomes canceled, and it is
 // never retried) and returns the worker to tell. A job already final gives
 // job.ErrConflict, an unknown id job.ErrNotFound.
+//
+// The UPDATE decides on the row as it is when it gets the row's lock: when
+// a claim or a failed attempt changes the job meanwhile, PostgreSQL
+// re-checks the WHERE and recomputes the SET on the new version, so the
+// cancel applies to the new state. A job that became live again after the
+// statement's snapshot (requeued from the DLQ) is not seen by it; the state
+// is then read again and the statement retried, a few times at most.
 func (s *Store) JobCancel(ctx context.Context, id int64) (CancelResult, error) {
+	const attempts = 3
 	var res CancelResult
-	err := s.pool.QueryRow(ctx, `
-		WITH c AS (
-			UPDATE jobs SET status = 'canceled', finished_at = now(), cancel_requested = true
-			WHERE id = $1 AND status IN ('pending', 'retrying') RETURNING status, '' AS worker_id, 0::bigint AS token
-		), l AS (
-			UPDATE jobs SET cancel_requested = true
-			WHERE id = $1 AND status = 'leased' RETURNING status, worker_id, lease_token
-		)
-		SELECT * FROM c UNION ALL SELECT * FROM l`, id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
-	if err == nil {
-		return res, nil
+	for range attempts {
+		err := s.pool.QueryRow(ctx, `
+			UPDATE jobs SET
+				status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
+				finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
+				cancel_requested = true
+			WHERE id = $1 AND status IN ('pending', 'retrying', 'leased')
+			RETURNING status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
+				coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)`, id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
+		if err == nil {
+			return res, nil
+		}
+		if err = interpretError(err); err != job.ErrNotFound {
+			return res, fmt.Errorf("cancel job %d: %w", id, err)
+		}
+		j, err := s.JobGet(ctx, id)
+		if err != nil {
+			return res, fmt.Errorf("cancel job %d: %w", id, err)
+		}
+		if j.State.Final() {
+			return res, fmt.Errorf("cancel job %d: already final: %w", id, job.ErrConflict)
+		}
 	}
-	if err = interpretError(err); err != job.ErrNotFound {
-		return res, fmt.Errorf("cancel job %d: %w", id, err)
-	}
-	if _, err := s.JobGet(ctx, id); err != nil {
-		return res, fmt.Errorf("cancel job %d: %w", id, err)
-	}
-	return res, fmt.Errorf("cancel job %d: already final: %w", id, job.ErrConflict)
+	return res, fmt.Errorf("cancel job %d: its state kept changing: %w", id, job.ErrConflict)
 }
 
 // JobRequeueDead makes a failed (dead) job pending again with its attempts
