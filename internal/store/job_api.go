@@ -56,12 +56,110 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 // JobInsert creates jobs in one statement, all or nothing. A job whose
 // idempotency key already exists is not created; its result carries the
 // earlier job's id and Created false.
+//
+// When any job has a key, the INSERT and the look-up of the keys it did
+// not create run in one transaction, so an error at any point means the
+// whole insert was rolled back: a job.ErrRefused from here always means
+// nothing was written, and the caller may insert the rows again (the
+// insertBatcher does). A key whose job is deleted (by retention) between
+// the INSERT and the look-up is free again: its job is inserted again in
+// the same transaction.
 func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobInsertResult, error) {
-	n := len(params)
+	all := make([]int, len(params))
+	keyed := false
+	for i, p := range params {
+		all[i] = i
+		keyed = keyed || p.IdempotencyKey != ""
+	}
+	out := make([]JobInsertResult, len(params))
+	if !keyed { // nothing to look up: one statement, committed by itself
+		if _, err := jobInsertRows(ctx, s.pool, params, all, out); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		}
+		return out, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return jobInsertKeyed(ctx, tx, params, all, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// jobInsertLookups bounds how often a key whose job vanished between the
+// INSERT and the look-up is inserted again before JobInsert gives up.
+const jobInsertLookups = 3
+
+// jobInsertKeyed inserts params[idx] in tx and fills out for each: the
+// new job, or the earlier one holding its key.
+func jobInsertKeyed(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult) error {
+	for round := 1; ; round++ {
+		missing, err := jobInsertRows(ctx, tx, params, idx, out)
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		keys := make([]string, len(missing))
+		for i, m := range missing {
+			keys[i] = params[m].IdempotencyKey
+		}
+		// A new statement of the transaction: it sees the jobs that
+		// other transactions committed while the INSERT waited on them.
+		rows, err := tx.Query(ctx, `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`, keys)
+		if err != nil {
+			return fmt.Errorf("look up idempotency keys: %w", err)
+		}
+		byKey := map[string]int64{}
+		for rows.Next() {
+			var id int64
+			var key string
+			if err := rows.Scan(&id, &key); err != nil {
+				rows.Close()
+				return fmt.Errorf("look up idempotency keys: %w", err)
+			}
+			byKey[key] = id
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("look up idempotency keys: %w", err)
+		}
+		idx = idx[:0:0]
+		for _, m := range missing {
+			if id, ok := byKey[params[m].IdempotencyKey]; ok {
+				out[m] = JobInsertResult{ID: id}
+			} else {
+				idx = append(idx, m)
+			}
+		}
+		if len(idx) == 0 {
+			return nil
+		}
+		if round == jobInsertLookups {
+			// Rolled back: the caller may try again, this row alone.
+			return fmt.Errorf("idempotency key %q: its job keeps being deleted: %w: %w",
+				params[idx[0]].IdempotencyKey, job.ErrConflict, job.ErrRefused)
+		}
+	}
+}
+
+// rowsQuerier is what both a pool and a transaction offer.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// jobInsertRows inserts params[idx] in one statement and fills out for
+// each job it created. It returns, in input order, the indices whose
+// idempotency key was taken (by an earlier job, or by a repeat of the key
+// earlier in idx): those were not created.
+func jobInsertRows(ctx context.Context, q rowsQuerier, params []JobInsertParams, idx []int, out []JobInsertResult) ([]int, error) {
+	n := len(idx)
 	names, queues, payloads, keys := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	prios, retries, timeouts := make([]int32, n), make([]int32, n), make([]int32, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
-	for i, p := range params {
+	for i, k := range idx {
+		p := params[k]
 		names[i], queues[i], payloads[i] = p.Name, p.Queue, string(p.Payload)
 		if queues[i] == "" {
 			queues[i] = "default"
@@ -70,13 +168,13 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 			payloads[i] = "null"
 		}
 		if p.IdempotencyKey != "" {
-			k := p.IdempotencyKey
-			keys[i] = &k
+			key := p.IdempotencyKey
+			keys[i] = &key
 		}
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at)
 		SELECT name, queue, prio, payload::jsonb, retries, timeout, key,
 		       coalesce(run_at, now() + delay_ms * interval '1 millisecond')
@@ -87,7 +185,7 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		RETURNING id, idempotency_key`,
 		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		return nil, err
 	}
 	byKey := map[string]int64{}
 	var unkeyed []int64
@@ -95,7 +193,8 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		var id int64
 		var key *string
 		if err := rows.Scan(&id, &key); err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
+			rows.Close()
+			return nil, err
 		}
 		if key == nil {
 			unkeyed = append(unkeyed, id)
@@ -104,55 +203,27 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		return nil, err
 	}
 	// Ids come from one sequence in insertion order, which is input order.
 	slices.Sort(unkeyed)
-	out := make([]JobInsertResult, n)
-	var missing []string
-	for i, p := range params {
+	var missing []int
+	for _, k := range idx {
+		p := params[k]
 		switch {
 		case p.IdempotencyKey == "":
-			out[i] = JobInsertResult{ID: unkeyed[0], Created: true}
+			out[k] = JobInsertResult{ID: unkeyed[0], Created: true}
 			unkeyed = unkeyed[1:]
 		case byKey[p.IdempotencyKey] != 0:
-			out[i] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
-			// A repeat of the key later in the batch was not created: it
-			// is looked up below like any earlier job's key.
+			out[k] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
+			// A repeat of the key later in idx was not created: it is
+			// looked up like any earlier job's key.
 			delete(byKey, p.IdempotencyKey)
 		default:
-			missing = append(missing, p.IdempotencyKey)
+			missing = append(missing, k)
 		}
 	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	existing := map[string]int64{}
-	rows, err = s.pool.Query(ctx, `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`, missing)
-	if err != nil {
-		return nil, fmt.Errorf("look up idempotency keys: %w", interpretError(err))
-	}
-	for rows.Next() {
-		var id int64
-		var key string
-		if err := rows.Scan(&id, &key); err != nil {
-			return nil, fmt.Errorf("look up idempotency keys: %w", err)
-		}
-		existing[key] = id
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up idempotency keys: %w", interpretError(err))
-	}
-	for i, p := range params {
-		if out[i].ID == 0 {
-			id, ok := existing[p.IdempotencyKey]
-			if !ok { // deleted by retention between the two statements
-				return nil, fmt.Errorf("idempotency key %q: %w", p.IdempotencyKey, job.ErrConflict)
-			}
-			out[i] = JobInsertResult{ID: id, Created: false}
-		}
-	}
-	return out, nil
+	return missing, nil
 }
 
 // JobGet returns one job, or job.ErrNotFound.
