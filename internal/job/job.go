@@ -67,6 +67,11 @@ var (
 	// connection or a FATAL, after which a commit may or may not have
 	// happened).
 	ErrRefused = errors.New("refused by the database")
+	// ErrStoreUnavailable says PostgreSQL could not be reached or ended
+	// the session (connection refused or cut, shutting down, starting
+	// up). Whether a statement that was in flight committed is unknown;
+	// one that never reached the server wrote nothing.
+	ErrStoreUnavailable = errors.New("database unavailable")
 )
 
 // Job is one unit of work and everything PostgreSQL knows about it.

@@ -642,3 +642,32 @@ func waitLockWait(t *testing.T, e *env, query string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A session PostgreSQL ends (pg_terminate_backend: 57P01 admin_shutdown,
+// as at a shutdown) is job.ErrStoreUnavailable, never job.ErrRefused: a
+// statement cut that way may have committed.
+func TestStoreUnavailableOnTerminatedSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.insertN(t, 1, "x", 0)[0]
+	// One connection, so the next statement runs on the terminated session.
+	s, err := store.Open(e.ctx, e.url+"&pool_max_conns=1&application_name=victim", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var pid int
+	if err := s.Ping(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.scalar(t, &pid, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'victim'`)
+	var ok bool
+	e.scalar(t, &ok, `SELECT pg_terminate_backend($1, 5000)`, pid)
+	_, err = s.JobGet(e.ctx, id)
+	if !errors.Is(err, job.ErrStoreUnavailable) || errors.Is(err, job.ErrRefused) {
+		t.Errorf("get on a terminated session: %v, want job.ErrStoreUnavailable and not job.ErrRefused", err)
+	}
+	if _, err := s.JobGet(e.ctx, id); err != nil {
+		t.Errorf("get after reconnecting: %v", err)
+	}
+}

@@ -146,5 +146,6 @@ const (
 	CodeUnavailable          = "unavailable"            // 503: a dependency timed out
 	CodeBacklogFull          = "backlog_full"           // 503: more due jobs wait than the submitter's MAX_BACKLOG; see Retry-After
 	CodeCanceled             = "canceled"               // 499: the client went away first (logs and metrics only)
+	CodeStoreUnavailable     = "store_unavailable"      // 503: PostgreSQL cannot be reached; see Retry-After
 	CodeInternal             = "internal"               // 500: details are in the server log only
 )
