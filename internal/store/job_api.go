@@ -241,6 +241,10 @@ type JobListParams struct {
 	Name   string
 	Before int64 // cursor: only ids below this
 	Limit  int   // 0 or less: no limit
+	// MaxBytes bounds the bytes of the page's jobs as jobBytes counts
+	// them; 0 or less: no bound. The page ends before the job that would
+	// pass it (the first job is always in), and the cursor then leads on.
+	MaxBytes int
 }
 
 // JobList returns jobs newest first, and the cursor for the next page (0 at the end).
@@ -259,24 +263,59 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}
-	defer rows.Close()
-	var out []*job.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
+	out, more, err := collectPage(rows, p.Limit, p.MaxBytes, func(row pgx.Rows) (*job.Job, error) { return scanJob(row) },
+		func(j *job.Job) *job.Job { return j })
+	if err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", err)
 	}
 	var next int64
-	if p.Limit > 0 && len(out) > p.Limit {
-		out = out[:p.Limit]
+	if more {
 		next = out[len(out)-1].ID
 	}
 	return out, next, nil
+}
+
+// jobBytes is what a job weighs in a listing: its payload, result and
+// error texts, the parts whose size the API does not bound tightly.
+func jobBytes(j *job.Job) int {
+	n := len(j.Payload) + len(j.Result) + len(j.LastError)
+	for _, e := range j.Errors {
+		n += len(e.Error)
+	}
+	return n
+}
+
+// collectPage scans rows into a page of at most limit items (no bound if
+// limit ≤ 0) whose jobs weigh at most maxBytes (no bound if ≤ 0; the first
+// item always fits), and says whether more rows follow. The query must ask
+// for limit+1 rows. It stops reading at the page's end, so no more than
+// one item past the bound is ever held.
+func collectPage[T any](rows pgx.Rows, limit, maxBytes int, scan func(pgx.Rows) (T, error), jobOf func(T) *job.Job) ([]T, bool, error) {
+	defer rows.Close()
+	var out []T
+	size, more := 0, false
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return nil, false, err
+		}
+		if limit > 0 && len(out) == limit {
+			more = true
+			break
+		}
+		w := jobBytes(jobOf(item))
+		if maxBytes > 0 && len(out) > 0 && size+w > maxBytes {
+			more = true
+			break
+		}
+		size += w
+		out = append(out, item)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, interpretError(err)
+	}
+	return out, more, nil
 }
 
 // CancelResult says what JobCancel did.
@@ -352,22 +391,61 @@ type DeadJob struct {
 
 // DeadList returns failed jobs, the most recently failed first.
 func (s *Store) DeadList(ctx context.Context, limit int) ([]DeadJob, error) {
+	dead, _, err := s.DeadListPage(ctx, DeadListParams{Limit: limit})
+	return dead, err
+}
+
+// DeadCursor is where a page of the DLQ ends: the last entry's finished_at
+// and id.
+type DeadCursor struct {
+	FinishedAt time.Time
+	ID         int64
+}
+
+// DeadListParams selects a page of the DLQ.
+type DeadListParams struct {
+	After    *DeadCursor // nil: from the most recently failed
+	Limit    int         // most entries; 0 or less: no limit
+	MaxBytes int         // as in JobListParams
+}
+
+// DeadListPage returns failed jobs, the most recently failed first (ties:
+// the newest id first), and the cursor of the next page (nil at the end).
+func (s *Store) DeadListPage(ctx context.Context, p DeadListParams) ([]DeadJob, *DeadCursor, error) {
+	var limit *int // NULL: no limit
+	if p.Limit > 0 {
+		n := p.Limit + 1
+		limit = &n
+	}
+	var afterAt *time.Time
+	var afterID int64
+	if p.After != nil {
+		afterAt, afterID = &p.After.FinishedAt, p.After.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+`, coalesce(dead_reason, '') FROM jobs
-		WHERE status = 'failed' ORDER BY finished_at DESC, id DESC LIMIT $1`, limit)
+		WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2))
+		ORDER BY finished_at DESC, id DESC LIMIT $3`, afterAt, afterID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
+		return nil, nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
 	}
-	defer rows.Close()
-	var out []DeadJob
-	for rows.Next() {
-		var reason string
-		j, err := scanJob(scanTail{rows, &reason})
-		if err != nil {
-			return nil, fmt.Errorf("list dead jobs: %w", err)
-		}
-		out = append(out, DeadJob{Job: j, Reason: reason})
+	out, more, err := collectPage(rows, p.Limit, p.MaxBytes, func(row pgx.Rows) (DeadJob, error) {
+		var d DeadJob
+		var err error
+		d.Job, err = scanJob(scanTail{row, &d.Reason})
+		return d, err
+	}, func(d DeadJob) *job.Job { return d.Job })
+	if err != nil {
+		return nil, nil, fmt.Errorf("list dead jobs: %w", err)
 	}
-	return out, interpretError(rows.Err())
+	if !more {
+		return out, nil, nil
+	}
+	last := out[len(out)-1].Job
+	var at time.Time
+	if last.FinishedAt != nil {
+		at = *last.FinishedAt
+	}
+	return out, &DeadCursor{FinishedAt: at, ID: last.ID}, nil
 }
 
 // scanTail appends extra destinations after the job columns.

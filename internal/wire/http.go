@@ -102,8 +102,10 @@ type DLQJob struct {
 }
 
 // DLQResponse answers GET /dlq, the most recently failed first.
+// NextCursor is null on the last page.
 type DLQResponse struct {
-	Jobs []DLQJob `json:"jobs"`
+	Jobs       []DLQJob `json:"jobs"`
+	NextCursor *string  `json:"next_cursor"`
 }
 
 // StatsResponse answers GET /stats.
