@@ -23,6 +23,11 @@ import (
 const (
 	defaultListLimit = 50
 	maxListLimit     = 1000
+	// maxListBytes bounds the payloads, results and error texts of one
+	// page of GET /jobs or GET /dlq: a thousand jobs of 1 MiB payloads
+	// would otherwise make a 1 GiB answer, held in memory. A page cut
+	// short by it carries next_cursor.
+	maxListBytes = 8 << 20
 )
 
 // readyTimeout bounds the dependency checks of /readyz.
@@ -227,7 +232,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 // listJobs handles GET /jobs?status=&name=&limit=&cursor=.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	p := store.JobListParams{Name: q.Get("name"), State: job.State(q.Get("status"))}
+	p := store.JobListParams{Name: q.Get("name"), State: job.State(q.Get("status")), MaxBytes: maxListBytes}
 	if p.State != "" && !p.State.Valid() {
 		return httpx.InvalidField("status", "must be one of %s", statesList())
 	}
@@ -261,13 +266,19 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listDead handles GET /dlq?limit=.
+// listDead handles GET /dlq?limit=&cursor=.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryLimit(r)
-	if err != nil {
+	p := store.DeadListParams{MaxBytes: maxListBytes}
+	var err error
+	if p.Limit, err = queryLimit(r); err != nil {
 		return err
 	}
-	dead, err := s.store.DeadList(r.Context(), limit)
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		if p.After, err = parseDeadCursor(c); err != nil {
+			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
+		}
+	}
+	dead, next, err := s.store.DeadListPage(r.Context(), p)
 	if err != nil {
 		return s.storeError("dead_list", err)
 	}
@@ -275,8 +286,34 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	for i, d := range dead {
 		resp.Jobs[i] = wire.DLQJob{Job: jobView(d.Job), Reason: d.Reason}
 	}
+	if next != nil {
+		c := formatDeadCursor(*next)
+		resp.NextCursor = &c
+	}
 	httpx.WriteJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// A DLQ cursor is "<finished_at in Unix microseconds>-<id>": the DLQ is
+// ordered by failure time, which PostgreSQL keeps to the microsecond.
+func formatDeadCursor(c store.DeadCursor) string {
+	return strconv.FormatInt(c.FinishedAt.UnixMicro(), 10) + "-" + formatID(c.ID)
+}
+
+func parseDeadCursor(s string) (*store.DeadCursor, error) {
+	at, id, ok := strings.Cut(s, "-")
+	if !ok {
+		return nil, errors.New("not a DLQ cursor")
+	}
+	micros, err := parseID(at)
+	if err != nil {
+		return nil, err
+	}
+	n, err := parseID(id)
+	if err != nil {
+		return nil, err
+	}
+	return &store.DeadCursor{FinishedAt: time.UnixMicro(micros), ID: n}, nil
 }
 
 // stats handles GET /stats.

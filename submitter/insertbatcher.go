@@ -27,7 +27,9 @@ import (
 //     several rows (job.ErrRefused: it wrote nothing), each row is
 //     inserted again by itself. Any other error (a lost connection, after
 //     which the commit may have happened) is every row's answer, since
-//     inserting again could create a job twice.
+//     inserting again could create a job twice. So the insert must never
+//     return job.ErrRefused once it has committed: store.JobInsert looks
+//     up idempotency keys inside the INSERT's transaction.
 //   - Whole batches from POST /submit_jobs never go through here: they
 //     are all or nothing by themselves and already one statement.
 type insertBatcher struct {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dtsched/dts/internal/job"
@@ -160,5 +162,151 @@ func TestInsertBatcherSharedStatementAgainstPostgres(t *testing.T) {
 	var count int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&count); err != nil || count != n-1 {
 		t.Errorf("jobs in the table = %d (%v), want %d", count, err, n-1)
+	}
+}
+
+// A statement that fails after the shared INSERT has written its rows must
+// not be taken for one that wrote nothing: the batcher would insert the
+// rows again. Here the idempotency-key lookup of a shared statement (one
+// new job, one repeated key) fails with an ERROR; every submission must
+// still end with exactly its own job, and no job may be created twice.
+func TestInsertBatcherLookupErrorCreatesNoDuplicate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	fault := failStatement("FROM jobs WHERE idempotency_key = ANY")
+	st, err := store.Open(ctx, url, 0, false, func(c *pgxpool.Config) { c.ConnConfig.Tracer = fault })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	old, err := st.JobInsert(ctx, []store.JobInsertParams{{Name: "old", IdempotencyKey: "k-old"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
+	defer b.Close()
+
+	reqs := []insertReq{
+		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "new", Payload: json.RawMessage(`1`)}},
+		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "again", IdempotencyKey: "k-old"}},
+	}
+	b.flush(reqs)
+	if !fault.fired.Load() {
+		t.Fatal("the key lookup never ran: the fault was not injected")
+	}
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var created int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE name = 'new'`).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	if created != 1 {
+		t.Errorf("%d jobs created for one submission, want 1", created)
+	}
+	newRes, againRes := <-reqs[0].done, <-reqs[1].done
+	if newRes.err != nil || !newRes.res.Created {
+		t.Errorf("new job: %+v, %v", newRes.res, newRes.err)
+	}
+	if againRes.err != nil || againRes.res.Created || againRes.res.ID != old[0].ID {
+		t.Errorf("repeated key: %+v, %v; want job %d, not created", againRes.res, againRes.err, old[0].ID)
+	}
+}
+
+// onStatement runs start on a statement's connection just before the first
+// statement whose SQL contains sql, and end just after that statement.
+type onStatement struct {
+	sql        string
+	start, end func(conn *pgx.Conn)
+	fired      atomic.Bool
+}
+
+type onStatementKey struct{}
+
+func (o *onStatement) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if !strings.Contains(d.SQL, o.sql) || !o.fired.CompareAndSwap(false, true) {
+		return ctx
+	}
+	o.start(conn)
+	return context.WithValue(ctx, onStatementKey{}, true)
+}
+
+func (o *onStatement) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if ctx.Value(onStatementKey{}) != nil && o.end != nil {
+		o.end(conn)
+	}
+}
+
+// failStatement makes the first statement whose SQL contains sql fail with
+// an ERROR from PostgreSQL: just before it runs, the session's search_path
+// is pointed where no jobs table is (42P01 undefined_table); it is reset
+// after (in an aborted transaction the reset fails, and the rollback
+// resets it).
+func failStatement(sql string) *onStatement {
+	return &onStatement{sql: sql,
+		start: func(conn *pgx.Conn) {
+			if _, err := conn.Exec(context.Background(), `SET search_path = pg_catalog`); err != nil {
+				panic(fmt.Sprintf("inject fault: %v", err))
+			}
+		},
+		end: func(conn *pgx.Conn) { _, _ = conn.Exec(context.Background(), `RESET search_path`) },
+	}
+}
+
+// When the job holding a key is deleted (by retention) between the INSERT
+// and the key's look-up, the key is free: that submission creates its job,
+// and the other submissions of the shared statement get their own answers,
+// never an error about another client's key.
+func TestInsertBatcherKeyDeletedDuringInsert(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	retention := &onStatement{sql: "FROM jobs WHERE idempotency_key = ANY", start: func(*pgx.Conn) {
+		if _, err := db.Exec(context.Background(), `DELETE FROM jobs WHERE idempotency_key = 'k-old'`); err != nil {
+			panic(fmt.Sprintf("delete the old job: %v", err))
+		}
+	}}
+	st, err := store.Open(ctx, url, 0, false, func(c *pgxpool.Config) { c.ConnConfig.Tracer = retention })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.JobInsert(ctx, []store.JobInsertParams{{Name: "old", IdempotencyKey: "k-old"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
+	defer b.Close()
+
+	reqs := []insertReq{
+		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "other", IdempotencyKey: "k-other"}},
+		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "again", IdempotencyKey: "k-old"}},
+		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "plain"}},
+	}
+	b.flush(reqs)
+	if !retention.fired.Load() {
+		t.Fatal("the key lookup never ran: the old job was not deleted during the insert")
+	}
+	for i, r := range reqs {
+		d := <-r.done
+		if d.err != nil || !d.res.Created {
+			t.Errorf("submission %d (%s): %+v, %v; want its job created", i, r.params.Name, d.res, d.err)
+			continue
+		}
+		var name string
+		if err := db.QueryRow(ctx, `SELECT name FROM jobs WHERE id = $1`, d.res.ID).Scan(&name); err != nil || name != r.params.Name {
+			t.Errorf("submission %d answered with job %d named %q (%v), want %q", i, d.res.ID, name, err, r.params.Name)
+		}
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d jobs (%v), want the 3 submitted", n, err)
 	}
 }

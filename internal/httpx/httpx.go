@@ -58,6 +58,10 @@ func InvalidField(field, format string, args ...any) *Error {
 		Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
+// StoreRetryAfter is the Retry-After, in seconds, of a 503
+// store_unavailable: a PostgreSQL restart takes a few seconds.
+const StoreRetryAfter = "1"
+
 // StatusClientClosedRequest is nginx's status for a request whose client
 // went away before the answer; it shows in logs and metrics only.
 const StatusClientClosedRequest = 499
@@ -69,8 +73,9 @@ const StatusClientClosedRequest = 499
 //	*http.MaxBytesError      413 body_too_large
 //	job.ErrNotFound          404 not_found
 //	job.ErrConflict          409 conflict
-//	context.DeadlineExceeded 503 unavailable
 //	context.Canceled         499 canceled (the client went away; nobody reads it)
+//	job.ErrStoreUnavailable  503 store_unavailable, with Retry-After (WriteError sets it)
+//	context.DeadlineExceeded 503 unavailable
 //	anything else            500 internal, with a generic message
 func Classify(err error) (int, wire.ErrorBody) {
 	var e *Error
@@ -87,6 +92,9 @@ func Classify(err error) (int, wire.ErrorBody) {
 		return http.StatusConflict, wire.ErrorBody{Code: wire.CodeConflict, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return StatusClientClosedRequest, wire.ErrorBody{Code: wire.CodeCanceled, Message: "request canceled"}
+	case errors.Is(err, job.ErrStoreUnavailable):
+		return http.StatusServiceUnavailable, wire.ErrorBody{Code: wire.CodeStoreUnavailable,
+			Message: "the database is unavailable; retry later"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, wire.ErrorBody{Code: wire.CodeUnavailable,
 			Message: "the request timed out; retry later"}
@@ -110,6 +118,9 @@ func Handler(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc
 // (without that middleware it goes to slog.Default).
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := Classify(err)
+	if body.Code == wire.CodeStoreUnavailable {
+		w.Header().Set("Retry-After", StoreRetryAfter)
+	}
 	if st := stateFrom(r.Context()); st != nil {
 		st.code = body.Code
 		if status >= 500 {

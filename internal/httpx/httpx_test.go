@@ -39,6 +39,12 @@ func TestClassify(t *testing.T) {
 		{"conflict", fmt.Errorf("cancel job 5: %w", job.ErrConflict), 409, wire.CodeConflict, "cancel job 5"},
 		{"deadline", fmt.Errorf("q: %w", context.DeadlineExceeded), 503, wire.CodeUnavailable, ""},
 		{"canceled", fmt.Errorf("q: %w", context.Canceled), 499, wire.CodeCanceled, ""},
+		{"store unavailable", fmt.Errorf("get job 5: %w: dial tcp 10.0.0.1:5432: secret detail", job.ErrStoreUnavailable),
+			503, wire.CodeStoreUnavailable, "database is unavailable"},
+		{"store unavailable while the client left", fmt.Errorf("%w: %w", job.ErrStoreUnavailable, context.Canceled),
+			499, wire.CodeCanceled, ""},
+		{"store timeout", fmt.Errorf("%w: %w", job.ErrStoreUnavailable, context.DeadlineExceeded),
+			503, wire.CodeStoreUnavailable, ""},
 		{"other", errors.New("dial tcp 10.0.0.1:5432: secret detail"), 500, wire.CodeInternal, "internal error"},
 	}
 	for _, tt := range tests {
@@ -48,7 +54,7 @@ func TestClassify(t *testing.T) {
 			if status != tt.status || body.Code != tt.code || !strings.Contains(body.Message, tt.msg) {
 				t.Errorf("Classify(%v) = %d %+v, want %d %s %q", tt.err, status, body, tt.status, tt.code, tt.msg)
 			}
-			if status == 500 && strings.Contains(body.Message, "secret") {
+			if status >= 500 && strings.Contains(body.Message, "secret") {
 				t.Errorf("500 message leaks the error: %q", body.Message)
 			}
 		})

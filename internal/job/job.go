@@ -71,6 +71,11 @@ var (
 	// coordinator has taken over (its epoch is no longer current): nothing
 	// was written, and the caller must stop acting as leader.
 	ErrDeposed = errors.New("leader deposed: epoch superseded")
+	// ErrStoreUnavailable says PostgreSQL could not be reached or ended
+	// the session (connection refused or cut, shutting down, starting
+	// up). Whether a statement that was in flight committed is unknown;
+	// one that never reached the server wrote nothing.
+	ErrStoreUnavailable = errors.New("database unavailable")
 )
 
 // Job is one unit of work and everything PostgreSQL knows about it.

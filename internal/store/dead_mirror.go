@@ -24,19 +24,12 @@ type DeadMeta struct {
 	FinishedAt time.Time
 }
 
-// DeadCursor is where a page of DeadMirrorPage starts: after the job that
-// failed at FinishedAt with ID, in newest-first order. The zero cursor
-// starts at the newest.
-type DeadCursor struct {
-	FinishedAt time.Time
-	ID         int64
-}
-
 // maxMirrorErrorLen bounds each mirrored error message.
 const maxMirrorErrorLen = 512
 
 // DeadMirrorPage returns up to limit dead jobs' metadata, newest first,
-// after the cursor, and the cursor of the next page.
+// after the cursor (the zero cursor: from the newest), and the cursor of
+// the next page.
 func (s *Store) DeadMirrorPage(ctx context.Context, after DeadCursor, limit int) ([]DeadMeta, DeadCursor, error) {
 	first := after.ID == 0
 	rows, err := s.pool.Query(ctx, `SELECT id, name, queue, attempts, max_retries,

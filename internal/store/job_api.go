@@ -56,12 +56,110 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 // JobInsert creates jobs in one statement, all or nothing. A job whose
 // idempotency key already exists is not created; its result carries the
 // earlier job's id and Created false.
+//
+// When any job has a key, the INSERT and the look-up of the keys it did
+// not create run in one transaction, so an error at any point means the
+// whole insert was rolled back: a job.ErrRefused from here always means
+// nothing was written, and the caller may insert the rows again (the
+// insertBatcher does). A key whose job is deleted (by retention) between
+// the INSERT and the look-up is free again: its job is inserted again in
+// the same transaction.
 func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobInsertResult, error) {
-	n := len(params)
+	all := make([]int, len(params))
+	keyed := false
+	for i, p := range params {
+		all[i] = i
+		keyed = keyed || p.IdempotencyKey != ""
+	}
+	out := make([]JobInsertResult, len(params))
+	if !keyed { // nothing to look up: one statement, committed by itself
+		if _, err := jobInsertRows(ctx, s.pool, params, all, out); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		}
+		return out, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return jobInsertKeyed(ctx, tx, params, all, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// jobInsertLookups bounds how often a key whose job vanished between the
+// INSERT and the look-up is inserted again before JobInsert gives up.
+const jobInsertLookups = 3
+
+// jobInsertKeyed inserts params[idx] in tx and fills out for each: the
+// new job, or the earlier one holding its key.
+func jobInsertKeyed(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult) error {
+	for round := 1; ; round++ {
+		missing, err := jobInsertRows(ctx, tx, params, idx, out)
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		keys := make([]string, len(missing))
+		for i, m := range missing {
+			keys[i] = params[m].IdempotencyKey
+		}
+		// A new statement of the transaction: it sees the jobs that
+		// other transactions committed while the INSERT waited on them.
+		rows, err := tx.Query(ctx, `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`, keys)
+		if err != nil {
+			return fmt.Errorf("look up idempotency keys: %w", err)
+		}
+		byKey := map[string]int64{}
+		for rows.Next() {
+			var id int64
+			var key string
+			if err := rows.Scan(&id, &key); err != nil {
+				rows.Close()
+				return fmt.Errorf("look up idempotency keys: %w", err)
+			}
+			byKey[key] = id
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("look up idempotency keys: %w", err)
+		}
+		idx = idx[:0:0]
+		for _, m := range missing {
+			if id, ok := byKey[params[m].IdempotencyKey]; ok {
+				out[m] = JobInsertResult{ID: id}
+			} else {
+				idx = append(idx, m)
+			}
+		}
+		if len(idx) == 0 {
+			return nil
+		}
+		if round == jobInsertLookups {
+			// Rolled back: the caller may try again, this row alone.
+			return fmt.Errorf("idempotency key %q: its job keeps being deleted: %w: %w",
+				params[idx[0]].IdempotencyKey, job.ErrConflict, job.ErrRefused)
+		}
+	}
+}
+
+// rowsQuerier is what both a pool and a transaction offer.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// jobInsertRows inserts params[idx] in one statement and fills out for
+// each job it created. It returns, in input order, the indices whose
+// idempotency key was taken (by an earlier job, or by a repeat of the key
+// earlier in idx): those were not created.
+func jobInsertRows(ctx context.Context, q rowsQuerier, params []JobInsertParams, idx []int, out []JobInsertResult) ([]int, error) {
+	n := len(idx)
 	names, queues, payloads, keys := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	prios, retries, timeouts := make([]int32, n), make([]int32, n), make([]int32, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
-	for i, p := range params {
+	for i, k := range idx {
+		p := params[k]
 		names[i], queues[i], payloads[i] = p.Name, p.Queue, string(p.Payload)
 		if queues[i] == "" {
 			queues[i] = "default"
@@ -70,13 +168,13 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 			payloads[i] = "null"
 		}
 		if p.IdempotencyKey != "" {
-			k := p.IdempotencyKey
-			keys[i] = &k
+			key := p.IdempotencyKey
+			keys[i] = &key
 		}
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at)
 		SELECT name, queue, prio, payload::jsonb, retries, timeout, key,
 		       coalesce(run_at, now() + delay_ms * interval '1 millisecond')
@@ -87,7 +185,7 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		RETURNING id, idempotency_key`,
 		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		return nil, err
 	}
 	byKey := map[string]int64{}
 	var unkeyed []int64
@@ -95,7 +193,8 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		var id int64
 		var key *string
 		if err := rows.Scan(&id, &key); err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
+			rows.Close()
+			return nil, err
 		}
 		if key == nil {
 			unkeyed = append(unkeyed, id)
@@ -104,55 +203,27 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		return nil, err
 	}
 	// Ids come from one sequence in insertion order, which is input order.
 	slices.Sort(unkeyed)
-	out := make([]JobInsertResult, n)
-	var missing []string
-	for i, p := range params {
+	var missing []int
+	for _, k := range idx {
+		p := params[k]
 		switch {
 		case p.IdempotencyKey == "":
-			out[i] = JobInsertResult{ID: unkeyed[0], Created: true}
+			out[k] = JobInsertResult{ID: unkeyed[0], Created: true}
 			unkeyed = unkeyed[1:]
 		case byKey[p.IdempotencyKey] != 0:
-			out[i] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
-			// A repeat of the key later in the batch was not created: it
-			// is looked up below like any earlier job's key.
+			out[k] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
+			// A repeat of the key later in idx was not created: it is
+			// looked up like any earlier job's key.
 			delete(byKey, p.IdempotencyKey)
 		default:
-			missing = append(missing, p.IdempotencyKey)
+			missing = append(missing, k)
 		}
 	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	existing := map[string]int64{}
-	rows, err = s.pool.Query(ctx, `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`, missing)
-	if err != nil {
-		return nil, fmt.Errorf("look up idempotency keys: %w", interpretError(err))
-	}
-	for rows.Next() {
-		var id int64
-		var key string
-		if err := rows.Scan(&id, &key); err != nil {
-			return nil, fmt.Errorf("look up idempotency keys: %w", err)
-		}
-		existing[key] = id
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up idempotency keys: %w", interpretError(err))
-	}
-	for i, p := range params {
-		if out[i].ID == 0 {
-			id, ok := existing[p.IdempotencyKey]
-			if !ok { // deleted by retention between the two statements
-				return nil, fmt.Errorf("idempotency key %q: %w", p.IdempotencyKey, job.ErrConflict)
-			}
-			out[i] = JobInsertResult{ID: id, Created: false}
-		}
-	}
-	return out, nil
+	return missing, nil
 }
 
 // JobGet returns one job, or job.ErrNotFound.
@@ -170,6 +241,10 @@ type JobListParams struct {
 	Name   string
 	Before int64 // cursor: only ids below this
 	Limit  int   // 0 or less: no limit
+	// MaxBytes bounds the bytes of the page's jobs as jobBytes counts
+	// them; 0 or less: no bound. The page ends before the job that would
+	// pass it (the first job is always in), and the cursor then leads on.
+	MaxBytes int
 }
 
 // JobList returns jobs newest first, and the cursor for the next page (0 at the end).
@@ -188,24 +263,59 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}
-	defer rows.Close()
-	var out []*job.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
+	out, more, err := collectPage(rows, p.Limit, p.MaxBytes, func(row pgx.Rows) (*job.Job, error) { return scanJob(row) },
+		func(j *job.Job) *job.Job { return j })
+	if err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", err)
 	}
 	var next int64
-	if p.Limit > 0 && len(out) > p.Limit {
-		out = out[:p.Limit]
+	if more {
 		next = out[len(out)-1].ID
 	}
 	return out, next, nil
+}
+
+// jobBytes is what a job weighs in a listing: its payload, result and
+// error texts, the parts whose size the API does not bound tightly.
+func jobBytes(j *job.Job) int {
+	n := len(j.Payload) + len(j.Result) + len(j.LastError)
+	for _, e := range j.Errors {
+		n += len(e.Error)
+	}
+	return n
+}
+
+// collectPage scans rows into a page of at most limit items (no bound if
+// limit ≤ 0) whose jobs weigh at most maxBytes (no bound if ≤ 0; the first
+// item always fits), and says whether more rows follow. The query must ask
+// for limit+1 rows. It stops reading at the page's end, so no more than
+// one item past the bound is ever held.
+func collectPage[T any](rows pgx.Rows, limit, maxBytes int, scan func(pgx.Rows) (T, error), jobOf func(T) *job.Job) ([]T, bool, error) {
+	defer rows.Close()
+	var out []T
+	size, more := 0, false
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return nil, false, err
+		}
+		if limit > 0 && len(out) == limit {
+			more = true
+			break
+		}
+		w := jobBytes(jobOf(item))
+		if maxBytes > 0 && len(out) > 0 && size+w > maxBytes {
+			more = true
+			break
+		}
+		size += w
+		out = append(out, item)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, interpretError(err)
+	}
+	return out, more, nil
 }
 
 // CancelResult says what JobCancel did.
@@ -219,27 +329,40 @@ type CancelResult struct {
 // records the request (the attempt's outcome then becomes canceled, and it is
 // never retried) and returns the worker to tell. A job already final gives
 // job.ErrConflict, an unknown id job.ErrNotFound.
+//
+// The UPDATE decides on the row as it is when it gets the row's lock: when
+// a claim or a failed attempt changes the job meanwhile, PostgreSQL
+// re-checks the WHERE and recomputes the SET on the new version, so the
+// cancel applies to the new state. A job that became live again after the
+// statement's snapshot (requeued from the DLQ) is not seen by it; the state
+// is then read again and the statement retried, a few times at most.
 func (s *Store) JobCancel(ctx context.Context, id int64) (CancelResult, error) {
+	const attempts = 3
 	var res CancelResult
-	err := s.pool.QueryRow(ctx, `
-		WITH c AS (
-			UPDATE jobs SET status = 'canceled', finished_at = now(), cancel_requested = true
-			WHERE id = $1 AND status IN ('pending', 'retrying') RETURNING status, '' AS worker_id, 0::bigint AS token
-		), l AS (
-			UPDATE jobs SET cancel_requested = true
-			WHERE id = $1 AND status = 'leased' RETURNING status, worker_id, lease_token
-		)
-		SELECT * FROM c UNION ALL SELECT * FROM l`, id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
-	if err == nil {
-		return res, nil
+	for range attempts {
+		err := s.pool.QueryRow(ctx, `
+			UPDATE jobs SET
+				status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
+				finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
+				cancel_requested = true
+			WHERE id = $1 AND status IN ('pending', 'retrying', 'leased')
+			RETURNING status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
+				coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)`, id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
+		if err == nil {
+			return res, nil
+		}
+		if err = interpretError(err); err != job.ErrNotFound {
+			return res, fmt.Errorf("cancel job %d: %w", id, err)
+		}
+		j, err := s.JobGet(ctx, id)
+		if err != nil {
+			return res, fmt.Errorf("cancel job %d: %w", id, err)
+		}
+		if j.State.Final() {
+			return res, fmt.Errorf("cancel job %d: already final: %w", id, job.ErrConflict)
+		}
 	}
-	if err = interpretError(err); err != job.ErrNotFound {
-		return res, fmt.Errorf("cancel job %d: %w", id, err)
-	}
-	if _, err := s.JobGet(ctx, id); err != nil {
-		return res, fmt.Errorf("cancel job %d: %w", id, err)
-	}
-	return res, fmt.Errorf("cancel job %d: already final: %w", id, job.ErrConflict)
+	return res, fmt.Errorf("cancel job %d: its state kept changing: %w", id, job.ErrConflict)
 }
 
 // JobRequeueDead makes a failed (dead) job pending again with its attempts
@@ -268,22 +391,61 @@ type DeadJob struct {
 
 // DeadList returns failed jobs, the most recently failed first.
 func (s *Store) DeadList(ctx context.Context, limit int) ([]DeadJob, error) {
+	dead, _, err := s.DeadListPage(ctx, DeadListParams{Limit: limit})
+	return dead, err
+}
+
+// DeadCursor is where a page of the DLQ ends: the last entry's finished_at
+// and id.
+type DeadCursor struct {
+	FinishedAt time.Time
+	ID         int64
+}
+
+// DeadListParams selects a page of the DLQ.
+type DeadListParams struct {
+	After    *DeadCursor // nil: from the most recently failed
+	Limit    int         // most entries; 0 or less: no limit
+	MaxBytes int         // as in JobListParams
+}
+
+// DeadListPage returns failed jobs, the most recently failed first (ties:
+// the newest id first), and the cursor of the next page (nil at the end).
+func (s *Store) DeadListPage(ctx context.Context, p DeadListParams) ([]DeadJob, *DeadCursor, error) {
+	var limit *int // NULL: no limit
+	if p.Limit > 0 {
+		n := p.Limit + 1
+		limit = &n
+	}
+	var afterAt *time.Time
+	var afterID int64
+	if p.After != nil {
+		afterAt, afterID = &p.After.FinishedAt, p.After.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+`, coalesce(dead_reason, '') FROM jobs
-		WHERE status = 'failed' ORDER BY finished_at DESC, id DESC LIMIT $1`, limit)
+		WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2))
+		ORDER BY finished_at DESC, id DESC LIMIT $3`, afterAt, afterID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
+		return nil, nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
 	}
-	defer rows.Close()
-	var out []DeadJob
-	for rows.Next() {
-		var reason string
-		j, err := scanJob(scanTail{rows, &reason})
-		if err != nil {
-			return nil, fmt.Errorf("list dead jobs: %w", err)
-		}
-		out = append(out, DeadJob{Job: j, Reason: reason})
+	out, more, err := collectPage(rows, p.Limit, p.MaxBytes, func(row pgx.Rows) (DeadJob, error) {
+		var d DeadJob
+		var err error
+		d.Job, err = scanJob(scanTail{row, &d.Reason})
+		return d, err
+	}, func(d DeadJob) *job.Job { return d.Job })
+	if err != nil {
+		return nil, nil, fmt.Errorf("list dead jobs: %w", err)
 	}
-	return out, interpretError(rows.Err())
+	if !more {
+		return out, nil, nil
+	}
+	last := out[len(out)-1].Job
+	var at time.Time
+	if last.FinishedAt != nil {
+		at = *last.FinishedAt
+	}
+	return out, &DeadCursor{FinishedAt: at, ID: last.ID}, nil
 }
 
 // scanTail appends extra destinations after the job columns.

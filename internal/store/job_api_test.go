@@ -560,3 +560,114 @@ func TestJobStateGetMany(t *testing.T) {
 		t.Errorf("no ids: %v %v", got, err)
 	}
 }
+
+// A cancel that meets a row another transaction is changing (a claim, a
+// failed attempt going to retrying) takes effect on the row's new state:
+// a job that is still live is never answered "already final".
+func TestJobCancelRacesStateChange(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		leased bool   // the job is leased (claimed) before the race, else pending
+		change string // what the other transaction does to job $1
+		want   job.State
+	}{
+		{"claim", false, `UPDATE jobs SET status = 'leased', worker_id = 'w-race', lease_token = 77,
+			lease_expires_at = now() + interval '1 minute', attempts = attempts + 1 WHERE id = $1`, job.StateLeased},
+		{"retry", true, `UPDATE jobs SET status = 'retrying', lease_token = NULL, lease_expires_at = NULL,
+			next_run_at = now() + interval '1 hour' WHERE id = $1`, job.StateCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			id := e.insertN(t, 1, "race", 3)[0]
+			if tt.leased {
+				e.claimOne(t, id, "w-first")
+			}
+			tx, err := e.db.Begin(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(e.ctx)
+			if _, err := tx.Exec(e.ctx, tt.change, id); err != nil {
+				t.Fatalf("change: %v", err)
+			}
+
+			type result struct {
+				res store.CancelResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := e.s.JobCancel(e.ctx, id)
+				done <- result{res, err}
+			}()
+			// The cancel waits for the row lock the change holds.
+			waitLockWait(t, e, "UPDATE jobs")
+			if err := tx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("cancel during a %s: %v, want it to take effect", tt.name, r.err)
+			}
+			j := e.get(t, id)
+			if r.res.State != tt.want || j.State != tt.want || !j.CancelRequest {
+				t.Errorf("cancel during a %s = %+v, job %s cancel_requested %v; want %s with cancel_requested",
+					tt.name, r.res, j.State, j.CancelRequest, tt.want)
+			}
+			if tt.want == job.StateLeased && (r.res.WorkerID != "w-race" || r.res.LeaseToken != 77) {
+				t.Errorf("cancel names worker %q token %d, want the new lease's w-race 77", r.res.WorkerID, r.res.LeaseToken)
+			}
+		})
+	}
+}
+
+// waitLockWait waits until a session of e's database runs a statement
+// containing query and waits for a lock.
+func waitLockWait(t *testing.T, e *env, query string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		e.scalar(t, &n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND position($1 in query) > 0`, query)
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session waits for a lock running %q", query)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A session PostgreSQL ends (pg_terminate_backend: 57P01 admin_shutdown,
+// as at a shutdown) is job.ErrStoreUnavailable, never job.ErrRefused: a
+// statement cut that way may have committed.
+func TestStoreUnavailableOnTerminatedSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.insertN(t, 1, "x", 0)[0]
+	// One connection, so the next statement runs on the terminated session.
+	s, err := store.Open(e.ctx, e.url+"&pool_max_conns=1&application_name=victim", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var pid int
+	if err := s.Ping(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.scalar(t, &pid, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'victim'`)
+	var ok bool
+	e.scalar(t, &ok, `SELECT pg_terminate_backend($1, 5000)`, pid)
+	_, err = s.JobGet(e.ctx, id)
+	if !errors.Is(err, job.ErrStoreUnavailable) || errors.Is(err, job.ErrRefused) {
+		t.Errorf("get on a terminated session: %v, want job.ErrStoreUnavailable and not job.ErrRefused", err)
+	}
+	if _, err := s.JobGet(e.ctx, id); err != nil {
+		t.Errorf("get after reconnecting: %v", err)
+	}
+}

@@ -14,6 +14,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,9 +125,19 @@ func interpretError(err error) error {
 		// An ERROR aborts the statement and the session goes on; a FATAL
 		// (the server ending the session, say at shutdown) can come after
 		// a commit, so what was written is unknown.
-		if severity(pgErr) == "ERROR" {
+		refused := severity(pgErr) == "ERROR"
+		switch {
+		case unavailable(err) && refused:
+			return fmt.Errorf("%w: %w: %w", job.ErrStoreUnavailable, job.ErrRefused, err)
+		case unavailable(err):
+			return fmt.Errorf("%w: %w", job.ErrStoreUnavailable, err)
+		case refused:
 			return fmt.Errorf("%w: %w", job.ErrRefused, err)
 		}
+		return err
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %w", job.ErrStoreUnavailable, err)
 	}
 	return err
 }
@@ -131,6 +145,31 @@ func interpretError(err error) error {
 // sqlstateDeposed is what dts_fence raises when a leader's epoch is no
 // longer current (functions.sql).
 const sqlstateDeposed = "DTS01"
+// unavailable reports whether err says PostgreSQL cannot be reached or
+// ended the session: a failed connection attempt (refused, reset, the
+// server starting up or shutting down), SQLSTATE class 08
+// (connection_exception), 57P01 admin_shutdown, 57P02 crash_shutdown,
+// 57P03 cannot_connect_now, or a connection cut mid-statement.
+func unavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's own deadline or cancel, not the server
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
 
 // severity is the untranslated severity of a server message.
 func severity(e *pgconn.PgError) string {

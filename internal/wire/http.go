@@ -102,8 +102,10 @@ type DLQJob struct {
 }
 
 // DLQResponse answers GET /dlq, the most recently failed first.
+// NextCursor is null on the last page.
 type DLQResponse struct {
-	Jobs []DLQJob `json:"jobs"`
+	Jobs       []DLQJob `json:"jobs"`
+	NextCursor *string  `json:"next_cursor"`
 }
 
 // StatsResponse answers GET /stats.
@@ -146,5 +148,6 @@ const (
 	CodeUnavailable          = "unavailable"            // 503: a dependency timed out
 	CodeBacklogFull          = "backlog_full"           // 503: more due jobs wait than the submitter's MAX_BACKLOG; see Retry-After
 	CodeCanceled             = "canceled"               // 499: the client went away first (logs and metrics only)
+	CodeStoreUnavailable     = "store_unavailable"      // 503: PostgreSQL cannot be reached; see Retry-After
 	CodeInternal             = "internal"               // 500: details are in the server log only
 )
