@@ -192,12 +192,12 @@ func (c *coordinator) heartbeat(what string, ok func(wire.Heartbeat) bool) wire.
 	c.t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
-		hbs, last, _, err := c.q.ReadHeartbeats(c.t.Context(), c.hbLast, 100, 100*time.Millisecond)
+		r, err := c.q.ReadHeartbeats(c.t.Context(), c.hbLast, 100, 100*time.Millisecond)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		c.hbLast = last
-		for _, h := range hbs {
+		c.hbLast = r.Last
+		for _, h := range r.Heartbeats {
 			if h.Heartbeat.WorkerID == c.worker && ok(h.Heartbeat) {
 				return h.Heartbeat
 			}
