@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ type resultQueue interface {
 // them is recorded as a failed attempt, reason invalid_result); if
 // PostgreSQL still refuses a batch, it is applied row by row and the row it
 // refuses is recorded the same way. The pending list is read again every
-// resultsRescan, so results left unacknowledged (an ack that failed, a
+// rescan (10 s), so results left unacknowledged (an ack that failed, a
 // deposed leader that read but could not apply them) are not orphaned.
 type resultApplier struct {
 	base
@@ -50,10 +51,13 @@ type resultApplier struct {
 	// (auth.go); the dropped ones are acknowledged with the rest.
 	allowed func([]queue.ReceivedResult) []queue.ReceivedResult
 	retry   store.RetryPolicy
+	// rescan is how often the pending list is read again; 0 means
+	// defaultResultsRescan.
+	rescan time.Duration
 }
 
-// resultsRescan is how often the pending list is read again.
-const resultsRescan = 10 * time.Second
+// defaultResultsRescan is how often the pending list is read again.
+const defaultResultsRescan = 10 * time.Second
 
 // maxResultBytes bounds a stored result, as MAX_PAYLOAD_BYTES's default
 // bounds a payload.
@@ -69,9 +73,10 @@ func (a *resultApplier) run(ctx context.Context) {
 	if err := a.queue.EnsureResultsGroup(ctx); err != nil {
 		a.redisError(ctx, "results_group", err)
 	}
+	rescan := cmp.Or(a.rescan, defaultResultsRescan)
 	pending, lastRescan := true, time.Now()
 	for ctx.Err() == nil {
-		if time.Since(lastRescan) >= resultsRescan {
+		if time.Since(lastRescan) >= rescan {
 			pending = true
 		}
 		if pending {

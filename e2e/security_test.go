@@ -161,9 +161,9 @@ func TestPublicBindRefusedWithoutAuth(t *testing.T) {
 // the two in step: TestRedisACLUsers runs the system under them and fails
 // on any command Redis denies.
 var redisACL = map[string]string{
-	"dts-coordinator": "on >coordinator-pw resetkeys resetchannels ~dts:* ~dead_letter_queue ~dead_letter_queue:rebuild &dts:wakeup " +
-		"-@all +ping +hello +auth +select " +
-		"+lpush +rpush +del +rename +llen +lrange +multi +exec " +
+	"dts-coordinator": "on >coordinator-pw resetkeys resetchannels ~dts:* ~dead_letter_queue ~dead_letter_queue:rebuild ~dead_letter_queue:epoch &dts:wakeup " +
+		"-@all +ping +hello +auth +select +time +evalsha +eval " +
+		"+lpush +rpush +del +rename +llen +lrange +lrem +get +set +exists +multi +exec " +
 		"+xread +xrevrange +xreadgroup +xgroup|create +xack +xdel +subscribe +unsubscribe",
 	"dts-submitter": "on >submitter-pw resetkeys resetchannels ~dts:worker:*:control &dts:wakeup " +
 		"-@all +ping +hello +auth +select +lpush +publish",

@@ -1,0 +1,456 @@
+package coordinator
+
+// Tests of the leader's services in process, against real PostgreSQL and
+// Redis: each builds the services it needs over a leaderState, and drives
+// faults (a paused reader, a locked table, Redis away, a poison result, a
+// replaced heartbeat stream) directly.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// rig is one leader's state over its own database and key prefix.
+type rig struct {
+	t     *testing.T
+	ctx   context.Context
+	store *store.Store
+	queue *queue.Queue
+	db    *pgxpool.Pool
+	rdb   *redis.Client
+	keys  queue.Keys
+	b     base
+}
+
+// newRig makes a leader of a fresh database, with a 100 ms heartbeat
+// interval (a worker is unavailable after 300 ms of silence) and a 2 s lease.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, url, 8, false, store.PinIndexPlans())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	prefix := redistest.Prefix(t)
+	q, err := queue.Open(ctx, redistest.URL(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	opt, _ := redis.ParseURL(redistest.URL())
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	epoch, err := st.LeaderAcquire(ctx, "test", time.Hour)
+	if err != nil || epoch == 0 {
+		t.Fatalf("acquire: %d %v", epoch, err)
+	}
+	cfg := Config{DatabaseURL: url, RedisURL: redistest.URL(), HeartbeatInterval: 100 * time.Millisecond,
+		LeaseDuration: 2 * time.Second, PollInterval: 50 * time.Millisecond}.WithDefaults()
+	l := newLeaderState(epoch, cfg.workerDeadline())
+	b := base{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics(prometheus.NewRegistry()), l: l}
+	if testing.Verbose() {
+		b.log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	return &rig{t: t, ctx: ctx, store: st, queue: q, db: db, rdb: rdb, keys: queue.Keys{Prefix: prefix}, b: b}
+}
+
+func (r *rig) heartbeatReader() *heartbeatReader {
+	return &heartbeatReader{base: r.b, store: r.store, queue: r.queue,
+		allowed: func(context.Context, wire.Heartbeat) bool { return true }}
+}
+
+func (r *rig) reaper() *reaper {
+	return &reaper{base: r.b, store: r.store, queue: r.queue, retry: func(int) time.Duration { return 0 }}
+}
+
+func (r *rig) results() *resultApplier {
+	return &resultApplier{base: r.b, store: r.store, queue: r.queue, retry: func(int) time.Duration { return 0 },
+		allowed: func(rs []queue.ReceivedResult) []queue.ReceivedResult { return rs }}
+}
+
+// start starts a service and stops it when the test ends.
+func (r *rig) start(s service) {
+	r.t.Helper()
+	if err := s.Start(r.ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(s.Stop)
+}
+
+// insertLeased inserts n jobs with no retries and leases them to worker.
+func (r *rig) insertLeased(n int, worker string) []store.Claimed {
+	r.t.Helper()
+	ps := make([]store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = store.JobInsertParams{Name: "sleep", Payload: json.RawMessage(`null`)}
+	}
+	if _, err := r.store.JobInsert(r.ctx, ps); err != nil {
+		r.t.Fatal(err)
+	}
+	slots := make([]string, n)
+	for i := range slots {
+		slots[i] = worker
+	}
+	cs, err := r.store.JobClaimBatch(r.ctx, store.JobClaimParams{Epoch: r.b.l.epoch, Slots: slots, Lease: r.b.cfg.LeaseDuration})
+	if err != nil || len(cs) != n {
+		r.t.Fatalf("claim = %d, %v", len(cs), err)
+	}
+	for _, c := range cs {
+		r.b.l.workers.Assigned(worker, c.ID, c.LeaseToken, time.Now())
+	}
+	return cs
+}
+
+// beat sends heartbeats for worker, naming its running jobs, every 50 ms
+// until the returned stop is called (or the test ends).
+func (r *rig) beat(worker string, running []store.Claimed) (stop func()) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	var wg sync.WaitGroup
+	hb := wire.Heartbeat{WorkerID: worker, JobTypes: []string{"*"}, Concurrency: 8}
+	for _, c := range running {
+		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: c.ID, LeaseToken: c.LeaseToken})
+	}
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			_ = r.queue.SendHeartbeat(ctx, hb)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	stop = func() { cancel(); wg.Wait() }
+	r.t.Cleanup(stop)
+	return stop
+}
+
+// states returns each job's state.
+func (r *rig) states(cs []store.Claimed) map[int64]string {
+	r.t.Helper()
+	out := map[int64]string{}
+	for _, c := range cs {
+		var s string
+		if err := r.db.QueryRow(r.ctx, `SELECT status FROM jobs WHERE id = $1`, c.ID).Scan(&s); err != nil {
+			r.t.Fatal(err)
+		}
+		out[c.ID] = s
+	}
+	return out
+}
+
+func allIn(m map[int64]string, want string) bool {
+	for _, s := range m {
+		if s != want {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor polls cond every 20 ms for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// caughtUp waits until the heartbeat reader has caught up after now.
+func (r *rig) caughtUp() {
+	r.t.Helper()
+	since := time.Now()
+	waitFor(r.t, "the heartbeat reader to catch up", func() bool {
+		r.b.l.live.mu.Lock()
+		defer r.b.l.live.mu.Unlock()
+		return r.b.l.live.at.After(since)
+	})
+}
+
+// TestPausedReaderExpiresNobody: a leader whose heartbeat reader fell
+// behind (paused, as by SIGSTOP or a GC pause) while its workers went on
+// heartbeating judges nobody until it has caught up, and then finds them
+// alive: their heartbeats are timed by when they reached Redis.
+func TestPausedReaderExpiresNobody(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(3, "w")
+	r.beat("w", cs)
+	h := r.heartbeatReader()
+	r.start(h)
+	r.caughtUp()
+	rp := r.reaper()
+
+	h.Stop() // the reader stalls; heartbeats keep arriving in Redis
+	stalled := time.Now()
+	for time.Since(stalled) < 10*r.b.cfg.workerDeadline() {
+		rp.tick(r.ctx)
+		time.Sleep(r.b.cfg.HeartbeatInterval / 4)
+	}
+	if n := testutil.ToFloat64(r.b.metrics.reaperSkipped); n == 0 {
+		t.Error("the reaper judged workers while the reader was stalled")
+	}
+	r.start(r.heartbeatReader()) // it wakes up and reads what arrived meanwhile
+	r.caughtUp()
+	for range 8 {
+		rp.tick(r.ctx)
+	}
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Fatalf("after the stall: %v; want every job still leased", got)
+	}
+	if !r.b.l.workers.Usable("w") {
+		t.Error("the live worker was declared unavailable")
+	}
+}
+
+// TestLockedTableReclaimsNothing: while the jobs table is locked (the
+// reader's lease extension and the reaper's reclaim both wait), leases
+// whose deadline passes meanwhile are extended once the lock goes, before
+// any reclaim judges them.
+func TestLockedTableReclaimsNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(3, "w")
+	r.beat("w", cs)
+	r.start(r.heartbeatReader())
+	r.caughtUp()
+	rp := r.reaper()
+	rctx, stopReaper := context.WithCancel(r.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { rp.run(rctx) })
+	defer func() { stopReaper(); wg.Wait() }()
+
+	tx, err := r.db.Begin(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(r.ctx, `LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(r.b.cfg.LeaseDuration + time.Second) // every lease's deadline passes under the lock
+	if err := tx.Commit(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.caughtUp()
+	r.caughtUp()
+	stopReaper()
+	wg.Wait()
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Fatalf("after the lock: %v; want every job still leased", got)
+	}
+}
+
+// TestTakeOverWithRedisDownReclaimsNothing: a new leader that cannot read
+// heartbeats (Redis unreachable) reclaims no lease, not even one whose
+// deadline has passed: it cannot tell a dead worker from its blindness.
+func TestTakeOverWithRedisDownReclaimsNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(2, "w")
+	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t)
+	down, err := queue.Open(r.ctx, srv.URL(), "down:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = down.Close() })
+	srv.Stop()
+	h := &heartbeatReader{base: r.b, store: r.store, queue: down, allowed: func(context.Context, wire.Heartbeat) bool { return true }}
+	r.start(h)
+	rp := &reaper{base: r.b, store: r.store, queue: down, retry: func(int) time.Duration { return 0 }}
+	for range 20 {
+		rp.tick(r.ctx)
+		time.Sleep(r.b.cfg.HeartbeatInterval / 2)
+	}
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Fatalf("with Redis down: %v; want every job still leased", got)
+	}
+}
+
+// sendResults puts results on the results stream as workers do.
+func (r *rig) sendResults(rs ...wire.Result) {
+	r.t.Helper()
+	if err := r.queue.SendResults(r.ctx, rs); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func completed(c store.Claimed, result string) wire.Result {
+	return wire.Result{JobID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Attempt: 1,
+		Outcome: wire.OutcomeCompleted, Result: json.RawMessage(result), StartedAt: time.Now(), FinishedAt: time.Now()}
+}
+
+// TestPoisonResultStopsNothing: a result PostgreSQL cannot store (a number
+// out of numeric's range) becomes a failed attempt that says why; one it
+// refuses for any other reason is applied alone; the good results of the
+// same batches complete.
+func TestPoisonResultStopsNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(6, "w")
+	// Any result holding "refuse" is refused by PostgreSQL, as a CHECK
+	// or a trigger of an operator's could.
+	if _, err := r.db.Exec(r.ctx, `ALTER TABLE jobs ADD CONSTRAINT no_refuse CHECK (result IS NULL OR NOT result ? 'refuse')`); err != nil {
+		t.Fatal(err)
+	}
+	r.sendResults(completed(cs[0], `{"n":1}`), completed(cs[1], `{"x":1e-20000}`), completed(cs[2], `2`),
+		completed(cs[3], `{"refuse":true}`), completed(cs[4], `[1e200000]`), completed(cs[5], `"ok"`))
+	r.start(r.results())
+	waitFor(t, "every result applied", func() bool {
+		st := r.states(cs)
+		return st[cs[0].ID] == "completed" && st[cs[2].ID] == "completed" && st[cs[5].ID] == "completed" &&
+			st[cs[1].ID] == "failed" && st[cs[3].ID] == "failed" && st[cs[4].ID] == "failed"
+	})
+	for _, c := range []store.Claimed{cs[1], cs[3], cs[4]} {
+		var reason, msg string
+		if err := r.db.QueryRow(r.ctx, `SELECT errors->0->>'reason', last_error FROM jobs WHERE id = $1`, c.ID).Scan(&reason, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if reason != job.ReasonInvalidResult || msg == "" {
+			t.Errorf("job %d: reason %q, error %q; want invalid_result with a message", c.ID, reason, msg)
+		}
+	}
+	// The stream is empty: nothing is left to be read again forever.
+	waitFor(t, "the results acknowledged", func() bool {
+		n, _ := r.rdb.XLen(r.ctx, r.keys.Results()).Result()
+		return n == 0
+	})
+}
+
+// TestOrphanedResultsAreReadAgain: a result that sits in the leader's
+// pending list, read but never acknowledged (by a deposed leader, or whose
+// ack failed), after the applier's first pending read, is applied by the
+// periodic re-read instead of waiting there forever.
+func TestOrphanedResultsAreReadAgain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(1, "w")
+	a := r.results()
+	a.rescan = 300 * time.Millisecond
+	r.start(a)
+	// The applier is past its first pending read once it has applied
+	// something.
+	first := r.insertLeased(1, "w")
+	r.sendResults(completed(first[0], `0`))
+	waitFor(t, "the first result applied", func() bool { return r.states(first)[first[0].ID] == "completed" })
+
+	// Another reader takes the next result, and hands it to the leader's
+	// pending list without delivering it (XCLAIM): only a re-read of the
+	// pending list can find it now.
+	// (MULTI, so that the applier blocked on new entries cannot get it
+	// first: blocked readers are served after the transaction.)
+	b, _ := json.Marshal(completed(cs[0], `1`))
+	pipe := r.rdb.TxPipeline()
+	pipe.XAdd(r.ctx, &redis.XAddArgs{Stream: r.keys.Results(), Values: []any{"r", b}})
+	read := pipe.XReadGroup(r.ctx, &redis.XReadGroupArgs{Group: queue.ResultsGroup, Consumer: "rival",
+		Streams: []string{r.keys.Results(), ">"}, Count: 10, Block: -1})
+	if _, err := pipe.Exec(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := read.Val()
+	if len(got) != 1 || len(got[0].Messages) != 1 {
+		t.Fatalf("rival read = %v; want the one result", got)
+	}
+	id := got[0].Messages[0].ID
+	if err := r.rdb.XClaim(r.ctx, &redis.XClaimArgs{Stream: r.keys.Results(), Group: queue.ResultsGroup,
+		Consumer: queue.ResultsConsumer, Messages: []string{id}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphaned result applied", func() bool { return r.states(cs)[cs[0].ID] == "completed" })
+}
+
+// TestHeartbeatIDsBackwards: when the heartbeat stream is replaced by one
+// whose ids are lower than the reader's cursor (Redis replaced, or its
+// clock went back), the reader notices, reads on from the new end, and the
+// workers stay available.
+func TestHeartbeatIDsBackwards(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(1, "w")
+	// An entry an hour ahead moves the reader's cursor there.
+	future := fmt.Sprintf("%d-0", time.Now().Add(time.Hour).UnixMilli())
+	hb, _ := json.Marshal(wire.Heartbeat{WorkerID: "w", JobTypes: []string{"*"}, Concurrency: 8,
+		InFlight: []wire.InFlight{{JobID: cs[0].ID, LeaseToken: cs[0].LeaseToken}}})
+	if err := r.rdb.XAdd(r.ctx, &redis.XAddArgs{Stream: r.keys.Heartbeats(), ID: future, Values: []any{"h", hb}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.start(r.heartbeatReader())
+	r.caughtUp()
+	if err := r.rdb.Del(r.ctx, r.keys.Heartbeats()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.beat("w", cs) // new entries, with ids below the cursor
+	rp := r.reaper()
+	start := time.Now()
+	for time.Since(start) < 10*r.b.cfg.workerDeadline() {
+		rp.tick(r.ctx)
+		time.Sleep(r.b.cfg.HeartbeatInterval / 4)
+	}
+	if !r.b.l.workers.Usable("w") {
+		t.Error("the worker was declared unavailable: the reader stopped seeing its heartbeats")
+	}
+	if n := testutil.ToFloat64(r.b.metrics.heartbeatResets.WithLabelValues("ids_backwards")); n < 1 {
+		t.Errorf("resets counted: %v, want at least 1", n)
+	}
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Errorf("jobs: %v; want still leased", got)
+	}
+}
+
+// TestDispatchGroupErrorStopsNoOtherGroup: a group of workers whose claim
+// PostgreSQL refuses (a job type with a NUL, which the decoder now refuses
+// before it gets here) does not keep the other groups from claiming.
+func TestDispatchGroupErrorStopsNoOtherGroup(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	if _, err := r.store.JobInsert(r.ctx, []store.JobInsertParams{{Name: "x", Payload: json.RawMessage(`null`)}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "bad", JobTypes: []string{"bad\x00type"}, Concurrency: 1}, now)
+	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "good", JobTypes: []string{"*"}, Concurrency: 1}, now)
+	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
+	if _, err := d.round(r.ctx); err == nil {
+		t.Error("the bad group's claim did not fail; the test proves nothing")
+	}
+	var worker string
+	if err := r.db.QueryRow(r.ctx, `SELECT coalesce(worker_id, '') FROM jobs`).Scan(&worker); err != nil {
+		t.Fatal(err)
+	}
+	if worker != "good" {
+		t.Errorf("job leased to %q; want the good group's worker", worker)
+	}
+}
