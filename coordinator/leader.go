@@ -78,7 +78,7 @@ func (c *Coordinator) lead(ctx context.Context, epoch int64) {
 	for _, s := range services {
 		_ = s.Start(leadCtx)
 	}
-	c.holdLease(leadCtx, l, acquired)
+	c.holdLease(leadCtx, l)
 	// Producers before consumers: the dispatcher first, the heartbeat
 	// reader (which keeps leases alive) last.
 	for _, s := range services {
@@ -108,10 +108,12 @@ func (c *Coordinator) leaderServices(l *leaderState) []service {
 }
 
 // holdLease renews the leader lease every election interval until ctx
-// ends, a renewal finds the lease gone, a write finds the epoch superseded,
-// or the lease ran out on this process's clock without a renewal (PostgreSQL
-// unreachable or too slow: a standby may be leading by then).
-func (c *Coordinator) holdLease(ctx context.Context, l *leaderState, renewed time.Time) {
+// ends, a renewal finds that another coordinator took the lease, or a write
+// finds the epoch superseded. A renewal that fails otherwise (PostgreSQL
+// unreachable or slow) is tried again at the next tick: a standby may take
+// over meanwhile, and every write this leader makes is fenced by its
+// epoch, so going on cannot corrupt anything.
+func (c *Coordinator) holdLease(ctx context.Context, l *leaderState) {
 	t := time.NewTicker(c.cfg.ElectionInterval)
 	defer t.Stop()
 	for {
@@ -123,20 +125,13 @@ func (c *Coordinator) holdLease(ctx context.Context, l *leaderState, renewed tim
 			return
 		case <-t.C:
 		}
-		start := time.Now()
-		deadline := renewed.Add(c.cfg.LeaderTTL)
-		if !start.Before(deadline) {
-			c.log.WarnContext(ctx, "lost leadership: the lease ran out before it could be renewed", "epoch", l.epoch)
-			return
-		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaderTTL)
 		err := c.store.LeaderRenew(rctx, l.epoch, c.cfg.LeaderTTL)
 		cancel()
 		switch {
 		case err == nil:
-			renewed = start
 		case store.IsDeposed(err):
-			c.log.WarnContext(ctx, "lost leadership", "epoch", l.epoch, "error", err)
+			c.log.WarnContext(ctx, "lost leadership: another coordinator took the lease", "epoch", l.epoch)
 			return
 		case ctx.Err() == nil:
 			c.metrics.storeErrors.WithLabelValues("renew_lease").Inc()

@@ -47,12 +47,13 @@ func (s *Store) LeaderAcquire(ctx context.Context, holder string, ttl time.Durat
 }
 
 // LeaderRenew extends the lease of epoch to ttl from now. It fails with
-// job.ErrDeposed when the lease is no longer epoch's or has run out (a
-// standby may then take it at any moment: the leader must stop and try to
-// acquire again, with a new epoch).
+// job.ErrDeposed when another coordinator has taken the lease (the epoch
+// moved on). A lease that ran out but that nobody took is renewed: the
+// epoch is still this leader's, so no other leader has acted (a leader
+// paused longer than the lease, with no standby, goes on leading).
 func (s *Store) LeaderRenew(ctx context.Context, epoch int64, ttl time.Duration) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE coordinator_lease SET expires_at = clock_timestamp() + $2 * interval '1 millisecond'
-		WHERE id = 1 AND epoch = $1 AND expires_at > clock_timestamp()`, epoch, millis(ttl))
+		WHERE id = 1 AND epoch = $1`, epoch, millis(ttl))
 	if err != nil {
 		return fmt.Errorf("renew leadership: %w", interpretError(err))
 	}
