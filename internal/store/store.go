@@ -145,6 +145,7 @@ func interpretError(err error) error {
 // sqlstateDeposed is what dts_fence raises when a leader's epoch is no
 // longer current (functions.sql).
 const sqlstateDeposed = "DTS01"
+
 // unavailable reports whether err says PostgreSQL cannot be reached or
 // ended the session: a failed connection attempt (refused, reset, the
 // server starting up or shutting down), SQLSTATE class 08
