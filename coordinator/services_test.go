@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -452,5 +453,46 @@ func TestDispatchGroupErrorStopsNoOtherGroup(t *testing.T) {
 	}
 	if worker != "good" {
 		t.Errorf("job leased to %q; want the good group's worker", worker)
+	}
+}
+
+// TestDeadMirrorHoldsMetadataOnly: the Redis dead-letter mirror, rebuilt
+// page by page, holds ids and metadata of every dead job, never a payload
+// or the error history, whatever the jobs carry.
+func TestDeadMirrorHoldsMetadataOnly(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	big := `{"blob":"` + strings.Repeat("x", 512<<10) + `"}`
+	const n = 2500 // more than two pages
+	if _, err := r.db.Exec(r.ctx, `INSERT INTO jobs (name, payload, status, attempts, max_retries, last_error, dead_reason, finished_at)
+		SELECT 'big', CASE WHEN i <= 3 THEN $1::jsonb ELSE '1' END, 'failed', 1, 0, repeat('e', 5000), 'permanent',
+			now() - i * interval '1 second'
+		FROM generate_series(1, $2) AS i`, big, n); err != nil {
+		t.Fatal(err)
+	}
+	m := &maintainer{base: r.b, store: r.store, queue: r.queue}
+	m.mirrorDead(r.ctx)
+	es, err := r.queue.DeadEntries(r.ctx, n+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != n {
+		t.Fatalf("mirror has %d entries, want %d", len(es), n)
+	}
+	for i, e := range es {
+		if len(e.OriginalJob.Payload) != 0 || len(e.Errors) != 0 || len(e.OriginalJob.LastError) > maxDeadEntryError {
+			t.Fatalf("entry %d carries a payload (%d bytes), errors (%d) or a long error (%d)", i, len(e.OriginalJob.Payload),
+				len(e.Errors), len(e.OriginalJob.LastError))
+		}
+		if i > 0 && e.FailedAt.After(es[i-1].FailedAt) {
+			t.Fatalf("entry %d is newer than the one before it", i)
+		}
+	}
+	used, err := r.rdb.MemoryUsage(r.ctx, r.keys.DeadLetter()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used > 2<<20 {
+		t.Errorf("the mirror of %d jobs takes %d bytes in Redis", n, used)
 	}
 }

@@ -213,3 +213,26 @@ func TestPoisonResultAmongGoodOnes(t *testing.T) {
 		t.Errorf("poisoned job's errors = %s; want one invalid_result with a message", b)
 	}
 }
+
+// TestTakeOverWithRedisDown: the standby takes over while Redis is
+// unreachable. It cannot hear heartbeats, so it reclaims nothing; when
+// Redis is back, the running job's heartbeats extend its lease and it
+// completes (no retries: a reclaim would have failed it).
+func TestTakeOverWithRedisDown(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, stallEnv...)
+	c1 := c.startCoordinator("c1")
+	c.eventually(10*time.Second, "c1 to lead", func() bool { return c.health(c1)["role"] == "leader" })
+	c2 := c.startCoordinator("c2")
+	c.startSubmitter()
+	c.startWorker("w1")
+	ids := submitSleeps(c, 2, 8)
+	waitRunning(c, ids)
+
+	c.redis.Stop()
+	c1.kill(t)
+	c.eventually(10*time.Second, "c2 to take over", func() bool { return c.health(c2)["role"] == "leader" })
+	time.Sleep(5 * time.Second) // longer than the lease and the heartbeat deadline
+	c.redis.Restart(t)
+	waitAll(c, ids, 30*time.Second)
+}
