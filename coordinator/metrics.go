@@ -163,7 +163,7 @@ func newStateCollector(s *store.Store, reg func() *registry.Registry, errs *prom
 		workers:   prometheus.NewDesc("workers_active", "Workers by state (available, busy, draining, unavailable), as the leader sees them.", []string{"state"}, nil),
 		inFlight:  prometheus.NewDesc("dts_worker_in_flight_jobs", "Jobs leased to each worker.", []string{"worker"}, nil),
 		freeSlots: prometheus.NewDesc("dts_worker_free_slots", "Free slots of each worker.", []string{"worker"}, nil),
-		hbAge:     prometheus.NewDesc("dts_worker_heartbeat_age_seconds", "Seconds since each worker's last heartbeat, on the coordinator's clock.", []string{"worker"}, nil),
+		hbAge:     prometheus.NewDesc("dts_worker_heartbeat_age_seconds", "Seconds since each worker's last heartbeat arrived in Redis (its stream id's time, read against the coordinator's clock).", []string{"worker"}, nil),
 	}
 }
 
