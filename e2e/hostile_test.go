@@ -18,10 +18,15 @@ import (
 func TestWorkerCannotForgeResults(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.startCoordinator("c1")
+	c1 := c.startCoordinator("c1")
 	c.startSubmitter()
 	c.startWorker("w1")
 	c.startWorker("w2")
+	c.eventually(10*time.Second, "both workers registered", func() bool {
+		_, out := c.do("GET", c1.url+"/workers", nil)
+		ws, _ := out["workers"].([]any)
+		return len(ws) == 2
+	})
 	a := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 30}})
 	b := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 30}})
 	c.waitStatus(a, "leased", 20*time.Second)
@@ -71,7 +76,7 @@ func TestWorkerCannotForgeResults(t *testing.T) {
 	if j := c.job(a); j["status"] != "leased" || j["result"] != nil {
 		t.Fatalf("the victim's job is %v with result %v; want it still leased, untouched", j["status"], j["result"])
 	}
-	if n := c.metric(c.procs[0].url, "dts_stale_results_total", ""); n < 8 {
+	if n := c.metric(c1.url, "dts_stale_results_total", ""); n < 8 {
 		t.Errorf("dts_stale_results_total = %v, want the 8 forged results counted", n)
 	}
 }
