@@ -109,18 +109,25 @@ func TestSDKFromAnOutsideModule(t *testing.T) {
 	}
 	realCache := strings.TrimSpace(goOutput(t, root, nil, "env", "GOMODCACHE"))
 
-	user := t.TempDir()
+	user, modCache := t.TempDir(), filepath.Join(t.TempDir(), "modcache")
 	writeFile(t, filepath.Join(user, "go.mod"), "module example.com/sdkuser\n\ngo 1.26.8\n")
 	writeFile(t, filepath.Join(user, "main.go"), sdkUserMain)
 	env := []string{
 		"GOPROXY=file://" + filepath.ToSlash(proxy) + ",file://" + filepath.ToSlash(filepath.Join(realCache, "cache", "download")),
 		"GOFLAGS=-mod=mod -modcacherw",
-		"GOMODCACHE=" + filepath.Join(t.TempDir(), "modcache"), // never put this tree's test versions in the real cache
+		"GOMODCACHE=" + modCache, // never put this tree's test versions in the real cache
 		"GOSUMDB=off", "GONOSUMDB=", "GOPRIVATE=", "GOWORK=off", "GOTOOLCHAIN=local",
 	}
 	goOutput(t, user, env, "get", "github.com/dtsched/dts/worker@"+version, "github.com/dtsched/dts/client@"+version)
 	goOutput(t, user, env, "build", "-trimpath", "-o", "sdkuser", ".")
 
+	// internal's go.mod lists pgx and chi for the servers; the user's build
+	// reads those go.mod files but neither downloads nor compiles them.
+	for _, dep := range []string{"github.com/jackc", "github.com/go-chi", "github.com/golang-jwt"} {
+		if _, err := os.Stat(filepath.Join(modCache, filepath.FromSlash(dep))); err == nil {
+			t.Errorf("building the SDK extracted %s into the module cache", dep)
+		}
+	}
 	mf := parseModFile(t, filepath.Join(user, "go.mod"))
 	for _, r := range mf.Require {
 		if _, ours := sdkModules[r.Mod.Path]; ours && r.Mod.Version != version {
