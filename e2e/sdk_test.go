@@ -99,6 +99,9 @@ func run(ctx context.Context) error {
 // replace and no go.work. The program runs a handler against a real
 // cluster, submits a job with the client and prints the result.
 func TestSDKFromAnOutsideModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the SDK and its dependencies afresh: about a minute on a cold build cache")
+	}
 	t.Parallel()
 	root := repoRoot(t)
 	version := sdkVersion(t, root)
