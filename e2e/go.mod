@@ -6,6 +6,7 @@ require (
 	github.com/dtsched/dts/internal v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	golang.org/x/mod v0.42.0
 )
 
 require (

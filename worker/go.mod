@@ -3,7 +3,7 @@ module github.com/dtsched/dts/worker
 go 1.26.8
 
 require (
-	github.com/dtsched/dts/internal v0.0.0
+	github.com/dtsched/dts/internal v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 )
 
@@ -19,5 +19,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/dtsched/dts/internal => ../internal

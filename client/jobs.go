@@ -1,0 +1,312 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// The API's types, re-exported so that programs outside this repository can
+// name them (docs/api.md describes every field).
+type (
+	// Job is a job as GET /jobs/{id} shows it. Payload and Result are raw JSON.
+	Job = wire.Job
+	// AttemptError is what one failed attempt left in Job.Errors.
+	AttemptError = wire.AttemptError
+	// Submitted answers a submission, a cancel and a requeue: the job's id
+	// and status (and, after a cancel of a running job, CancelRequested).
+	Submitted = wire.SubmitResponse
+	// JobPage is one page of List; NextCursor is nil on the last page.
+	JobPage = wire.JobListResponse
+	// DLQJob is a failed job and why it died ("permanent" or "max_retries_exceeded").
+	DLQJob = wire.DLQJob
+	// DLQPage is one page of DLQ; NextCursor is nil on the last page.
+	DLQPage = wire.DLQResponse
+	// Stats answers GET /stats.
+	Stats = wire.StatsResponse
+)
+
+// Job statuses.
+const (
+	StatusPending   = string(job.StatePending)
+	StatusLeased    = string(job.StateLeased)
+	StatusRetrying  = string(job.StateRetrying)
+	StatusCompleted = string(job.StateCompleted)
+	StatusFailed    = string(job.StateFailed)
+	StatusCanceled  = string(job.StateCanceled)
+)
+
+// Terminal reports whether a job in status will not change on its own:
+// completed, failed or canceled. (A failed job changes again only if it is
+// requeued.)
+func Terminal(status string) bool { return job.State(status).Final() }
+
+// Option sets one optional field of a submission.
+type Option struct{ apply func(*wire.SubmitRequest) }
+
+// Queue sets the job's queue (default "default"). It is shown to handlers
+// and does not affect scheduling.
+func Queue(name string) Option { return Option{func(r *wire.SubmitRequest) { r.Queue = name }} }
+
+// Priority sets the priority, -1000..1000 (default 0); higher runs first.
+func Priority(p int) Option { return Option{func(r *wire.SubmitRequest) { r.Priority = &p }} }
+
+// MaxRetries sets how many retries follow a failed first attempt, 0..100
+// (default 3).
+func MaxRetries(n int) Option { return Option{func(r *wire.SubmitRequest) { r.MaxRetries = &n }} }
+
+// Delay makes the first attempt due d from now (by the server's clock),
+// rounded up to whole seconds. Not with RunAt.
+func Delay(d time.Duration) Option {
+	s := ceilSeconds(d)
+	return Option{func(r *wire.SubmitRequest) { r.DelaySeconds = &s }}
+}
+
+// RunAt makes the first attempt due at t. Not with Delay.
+func RunAt(t time.Time) Option {
+	s := t.UTC().Format(time.RFC3339Nano)
+	return Option{func(r *wire.SubmitRequest) { r.RunAt = &s }}
+}
+
+// Timeout bounds each attempt, rounded up to whole seconds (at most 24h;
+// default none).
+func Timeout(d time.Duration) Option {
+	s := int(ceilSeconds(d))
+	return Option{func(r *wire.SubmitRequest) { r.TimeoutSeconds = &s }}
+}
+
+// IdempotencyKey makes a repeated submission with the same key return the
+// first job instead of creating another (at most 200 characters). It also
+// lets the client retry the submission when the server could not say
+// whether it was stored.
+func IdempotencyKey(key string) Option {
+	return Option{func(r *wire.SubmitRequest) { r.IdempotencyKey = key }}
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// Request is one job of SubmitBatch.
+type Request struct {
+	// Name is the job type, which selects the handler.
+	Name string
+	// Payload is encoded with encoding/json (a json.RawMessage is sent as
+	// it is); nil sends no payload (null).
+	Payload any
+	// Options are the job's optional settings.
+	Options []Option
+}
+
+func (r Request) wire() (wire.SubmitRequest, error) {
+	w := wire.SubmitRequest{Name: r.Name}
+	if r.Payload != nil {
+		b, err := json.Marshal(r.Payload)
+		if err != nil {
+			return w, fmt.Errorf("encode payload of %q: %w", r.Name, err)
+		}
+		w.Payload = b
+	}
+	for _, o := range r.Options {
+		o.apply(&w)
+	}
+	return w, nil
+}
+
+// Submit creates a job named name (the job type) with payload and answers
+// once the job is stored. With IdempotencyKey, a repeat answers the earlier
+// job's id and current status.
+func (c *Client) Submit(ctx context.Context, name string, payload any, opts ...Option) (Submitted, error) {
+	var out Submitted
+	w, err := Request{Name: name, Payload: payload, Options: opts}.wire()
+	if err != nil {
+		return out, err
+	}
+	body, err := json.Marshal(w)
+	if err != nil {
+		return out, err
+	}
+	r := request{method: http.MethodPost, path: "/submit_job", body: body, idempotent: w.IdempotencyKey != ""}
+	_, err = c.do(ctx, r, &out)
+	return out, err
+}
+
+// SubmitBatch creates 1 to 1000 jobs in one statement, all or none, and
+// answers their ids and statuses in the order of reqs.
+func (c *Client) SubmitBatch(ctx context.Context, reqs []Request) ([]Submitted, error) {
+	jobs := make([]wire.SubmitRequest, len(reqs))
+	keyed := len(reqs) > 0
+	for i, r := range reqs {
+		w, err := r.wire()
+		if err != nil {
+			return nil, fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+		jobs[i] = w
+		keyed = keyed && w.IdempotencyKey != ""
+	}
+	body, err := json.Marshal(jobs)
+	if err != nil {
+		return nil, err
+	}
+	var out wire.BatchSubmitResponse
+	r := request{method: http.MethodPost, path: "/submit_jobs", body: body, idempotent: keyed}
+	if _, err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
+// Get returns the job with the decimal id. An unknown id is ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
+	var j Job
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/jobs/" + url.PathEscape(id), idempotent: true}, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// Wait polls the job until it is completed, failed or canceled and returns
+// it; check its Status (and Result or LastError). It polls after 50ms, then
+// doubles the pause up to Config.PollInterval. It returns early with the
+// context's error, or with Get's error once Get's own retries are spent.
+func (c *Client) Wait(ctx context.Context, id string) (*Job, error) {
+	pause := 50 * time.Millisecond
+	for {
+		j, err := c.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if Terminal(j.Status) {
+			return j, nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("wait for job %s (last %s): %w", id, j.Status, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, c.cfg.PollInterval)
+	}
+}
+
+// ListParams filters and pages List. Zero fields are left out.
+type ListParams struct {
+	// Status keeps jobs in one status (StatusPending, ...).
+	Status string
+	// Name keeps jobs of one type.
+	Name string
+	// Limit is the page size, 1..1000 (server default 50). A page may hold
+	// fewer jobs when their payloads are large; follow NextCursor.
+	Limit int
+	// Cursor is the previous page's NextCursor.
+	Cursor string
+}
+
+// List returns one page of jobs, newest first.
+func (c *Client) List(ctx context.Context, p ListParams) (*JobPage, error) {
+	q := url.Values{}
+	set(q, "status", p.Status)
+	set(q, "name", p.Name)
+	set(q, "cursor", p.Cursor)
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	var page JobPage
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/jobs", query: q, idempotent: true}, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// ListAll yields every job that p selects, newest first, fetching pages of
+// p.Limit as it goes. It stops at the first error, which it yields.
+func (c *Client) ListAll(ctx context.Context, p ListParams) iter.Seq2[*Job, error] {
+	return func(yield func(*Job, error) bool) {
+		for {
+			page, err := c.List(ctx, p)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for i := range page.Jobs {
+				if !yield(&page.Jobs[i], nil) {
+					return
+				}
+			}
+			if page.NextCursor == nil {
+				return
+			}
+			p.Cursor = *page.NextCursor
+		}
+	}
+}
+
+// DLQParams pages DLQ. Zero fields are left out.
+type DLQParams struct {
+	// Limit is the page size, 1..1000 (server default 50).
+	Limit int
+	// Cursor is the previous page's NextCursor (opaque).
+	Cursor string
+}
+
+// DLQ returns one page of the dead-letter queue: failed jobs, the most
+// recently failed first.
+func (c *Client) DLQ(ctx context.Context, p DLQParams) (*DLQPage, error) {
+	q := url.Values{}
+	set(q, "cursor", p.Cursor)
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	var page DLQPage
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/dlq", query: q, idempotent: true}, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Cancel cancels a job. A pending or retrying job is canceled at once
+// (Status "canceled"); for a running one the cancel is requested
+// (CancelRequested, Status "leased") and the job ends canceled when its
+// attempt stops. A job already completed, failed or canceled is ErrConflict.
+// Needs the admin scope.
+func (c *Client) Cancel(ctx context.Context, id string) (Submitted, error) {
+	var out Submitted
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/jobs/" + url.PathEscape(id) + "/cancel"}, &out)
+	return out, err
+}
+
+// Requeue makes a failed job pending again with its attempts reset. A job
+// that is not failed is ErrConflict. Needs the admin scope.
+func (c *Client) Requeue(ctx context.Context, id string) (Submitted, error) {
+	var out Submitted
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/dlq/" + url.PathEscape(id) + "/requeue"}, &out)
+	return out, err
+}
+
+// Stats returns the counts of GET /stats.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var s Stats
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/stats", idempotent: true}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func set(q url.Values, k, v string) {
+	if v != "" {
+		q.Set(k, v)
+	}
+}
