@@ -9,8 +9,9 @@ import (
 )
 
 // TestPrereqs runs deploy/local/prereqs.sh, the one list of what `make up`,
-// `make test` and CI install, on a machine made to lack things: a PATH and
-// a PostgreSQL directory that hold only what the case provides. The real
+// `make test` and CI install, on a machine made to lack things: a PATH, a
+// PostgreSQL directory and an sbin directory (DTS_SBIN, where Debian puts
+// pgbouncer) that hold only what the case provides. The real
 // install runs in CI on a clean machine (.ci/run); here the dry run and the
 // refusal without root are checked.
 func TestPrereqs(t *testing.T) {
@@ -45,34 +46,38 @@ func TestPrereqs(t *testing.T) {
 		}
 		return dir
 	}
-	run := func(t *testing.T, path, pgLib string, args ...string) (string, error) {
+	run := func(t *testing.T, path, pgLib, sbin string, args ...string) (string, error) {
 		cmd := exec.Command(bash, append([]string{script}, args...)...)
-		cmd.Env = []string{"PATH=" + path, "DTS_PG_LIB=" + pgLib}
+		cmd.Env = []string{"PATH=" + path, "DTS_PG_LIB=" + pgLib, "DTS_SBIN=" + sbin}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 
-	all := []string{"redis-server", "prometheus", "promtool", "curl", "gcc", "pgrep", "make"}
+	all := []string{"redis-server", "prometheus", "promtool", "pgbouncer", "curl", "gcc", "pgrep", "make"}
+	allButPgbouncer := []string{"redis-server", "prometheus", "promtool", "curl", "gcc", "pgrep", "make"}
 	for _, tc := range []struct {
 		name, profile string
 		have          []string
 		pg            bool
-		missing       string // the exact list it must name; "" for none
+		sbin          []string // in DTS_SBIN, off PATH
+		missing       string   // the exact list it must name; "" for none
 	}{
-		{"test, nothing installed", "test", nil, false, "postgresql redis-server prometheus curl gcc procps"},
-		{"ci, nothing installed", "ci", nil, false, "postgresql redis-server prometheus curl gcc procps make"},
-		{"up, nothing installed", "up", nil, false, "postgresql redis-server prometheus curl"},
-		{"up with external stores", "up-external", nil, false, "prometheus curl"},
-		{"test, only promtool missing", "test", []string{"redis-server", "prometheus", "curl", "gcc", "pgrep"}, true, "prometheus"},
-		{"up, only postgresql missing", "up", []string{"redis-server", "prometheus", "curl"}, false, "postgresql"},
-		{"ci, everything there", "ci", all, true, ""},
+		{"test, nothing installed", "test", nil, false, nil, "postgresql redis-server prometheus curl pgbouncer gcc procps"},
+		{"ci, nothing installed", "ci", nil, false, nil, "postgresql redis-server prometheus curl pgbouncer gcc procps make"},
+		{"up, nothing installed", "up", nil, false, nil, "postgresql redis-server prometheus curl"},
+		{"up with external stores", "up-external", nil, false, nil, "prometheus curl"},
+		{"test, only promtool missing", "test", []string{"redis-server", "prometheus", "pgbouncer", "curl", "gcc", "pgrep"}, true, nil, "prometheus"},
+		{"ci, only pgbouncer missing", "ci", allButPgbouncer, true, nil, "pgbouncer"},
+		{"up, only postgresql missing", "up", []string{"redis-server", "prometheus", "curl"}, false, nil, "postgresql"},
+		{"ci, everything there", "ci", all, true, nil, ""},
+		{"ci, pgbouncer in sbin only", "ci", allButPgbouncer, true, []string{"pgbouncer"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pgLib := t.TempDir()
 			if tc.pg {
 				pgLib = fakePG(t)
 			}
-			out, err := run(t, fakeBin(t, tc.have...), pgLib, "--dry-run", tc.profile)
+			out, err := run(t, fakeBin(t, tc.have...), pgLib, fakeBin(t, tc.sbin...), "--dry-run", tc.profile)
 			if err != nil {
 				t.Fatalf("prereqs.sh --dry-run %s: %v\n%s", tc.profile, err, out)
 			}
@@ -122,7 +127,7 @@ func TestPrereqs(t *testing.T) {
 		} else {
 			cmd = exec.Command(bash, script, "up")
 		}
-		cmd.Env = []string{"PATH=" + dir, "DTS_PG_LIB=" + dir}
+		cmd.Env = []string{"PATH=" + dir, "DTS_PG_LIB=" + dir, "DTS_SBIN=" + dir}
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Fatalf("without root it went on:\n%s", out)

@@ -9,8 +9,9 @@
 #                                    REDIS_URL given (no PostgreSQL, Redis)
 #   prereqs.sh [--dry-run] test      what `make test` starts or calls:
 #                                    PostgreSQL, Redis, Prometheus and
-#                                    promtool, gcc (go test -race needs
-#                                    cgo), curl, procps
+#                                    promtool, pgbouncer (the leader test
+#                                    through a pooler), gcc (go test -race
+#                                    needs cgo), curl, procps
 #   prereqs.sh [--dry-run] ci        test, plus make
 #
 # It installs the missing Debian packages with apt-get (apt-get update
@@ -20,7 +21,9 @@
 #
 # It uses bash builtins only (command -v, compgen), so that it runs with any
 # PATH; DTS_PG_LIB (default /usr/lib/postgresql) is where Debian puts
-# PostgreSQL's server binaries, which are not on PATH.
+# PostgreSQL's server binaries, which are not on PATH, and DTS_SBIN
+# (default /usr/sbin) where it puts pgbouncer, which is not on a non-root
+# PATH.
 set -euo pipefail
 
 dry=0
@@ -30,6 +33,7 @@ if [[ ${1:-} == --dry-run ]]; then
 fi
 profile=${1:-}
 pg_lib=${DTS_PG_LIB:-/usr/lib/postgresql}
+sbin=${DTS_SBIN:-/usr/sbin}
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -45,6 +49,9 @@ have_pg() {
 	done
 	have initdb && have pg_ctl
 }
+
+# have_pgbouncer: on PATH, or in Debian's place (pgtest looks there too).
+have_pgbouncer() { have pgbouncer || [[ -x $sbin/pgbouncer ]]; }
 
 missing=()
 need() { # need PACKAGE CHECK...: PACKAGE is missing unless every CHECK passes
@@ -75,6 +82,7 @@ need prometheus 'have prometheus'
 need curl 'have curl'
 if [[ $profile == test || $profile == ci ]]; then
 	need prometheus 'have promtool' # Debian's prometheus package ships promtool
+	need pgbouncer have_pgbouncer
 	need gcc 'have gcc'
 	need procps 'have pgrep'
 fi

@@ -49,6 +49,10 @@
 // postmaster (goleak: ignore it with IgnoreAnyFunction); after Cleanup, none
 // is left.
 //
+// StartPgBouncer (pgbouncer.go) puts a pgbouncer in transaction mode in
+// front of one test's database, for tests of what must work through a
+// pooler.
+//
 // The binaries are found with $PG_BINDIR, then `pg_config --bindir`, then the
 // newest /usr/lib/postgresql/*/bin, then $PATH.
 package pgtest
@@ -242,7 +246,7 @@ func start() (s *server, err error) {
 		}
 	}
 	base := tempBase(cred)
-	removeStale(base)
+	removeStale(base, dirPrefix)
 
 	dir, err := os.MkdirTemp(base, dirPrefix)
 	if err != nil {
@@ -492,10 +496,11 @@ func tempBase(cred *syscall.Credential) string {
 	}
 }
 
-// removeStale deletes directories left by test binaries that died without
-// Cleanup, killing a postmaster that somehow survived its owner.
-func removeStale(base string) {
-	dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
+// removeStale deletes the directories named prefix* left by test binaries
+// that died without Cleanup, killing a postmaster that somehow survived its
+// owner.
+func removeStale(base, prefix string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, prefix+"*"))
 	for _, dir := range dirs {
 		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
 		if err != nil {

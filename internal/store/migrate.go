@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,59 +26,50 @@ var functionsSQL string
 const migrationLockKey = 727_001
 
 // Migrate applies every embedded migration not yet recorded in
-// schema_migrations, in file-name order, each in its own transaction, then
-// functions.sql, all under an advisory lock. It is safe to call from every
-// process at start-up.
+// schema_migrations, in file-name order, then functions.sql, in one
+// transaction under a transaction-scoped advisory lock. It is safe to call
+// from every process at start-up, through a pooler in transaction mode
+// too: a session lock would be taken in whichever server session ran that
+// statement, its unlock could run in another, and the lock would stay
+// behind in the pooler's session and hang the next start. A migration that
+// fails leaves nothing applied.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: acquire: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
-		return fmt.Errorf("migrate: lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey) //nolint:errcheck // released with the session anyway
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("migrate: create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(migrationFS, "migrations/*.up.sql")
-	if err != nil {
-		return fmt.Errorf("migrate: list: %w", err)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
-		var applied bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
-			return fmt.Errorf("migrate: check %s: %w", version, err)
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
 		}
-		if applied {
-			continue
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("migrate: create schema_migrations: %w", err)
 		}
-		sql, err := migrationFS.ReadFile(name)
+		names, err := fs.Glob(migrationFS, "migrations/*.up.sql")
 		if err != nil {
-			return fmt.Errorf("migrate: read %s: %w", version, err)
+			return fmt.Errorf("migrate: list: %w", err)
 		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("migrate: begin %s: %w", version, err)
+		sort.Strings(names)
+		for _, name := range names {
+			version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
+			var applied bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
+				return fmt.Errorf("migrate: check %s: %w", version, err)
+			}
+			if applied {
+				continue
+			}
+			sql, err := migrationFS.ReadFile(name)
+			if err != nil {
+				return fmt.Errorf("migrate: read %s: %w", version, err)
+			}
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return fmt.Errorf("migrate: apply %s: %w", version, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version); err != nil {
+				return fmt.Errorf("migrate: record %s: %w", version, err)
+			}
 		}
-		if _, err := tx.Exec(ctx, string(sql)); err != nil {
-			_ = tx.Rollback(ctx)
-			return fmt.Errorf("migrate: apply %s: %w", version, err)
+		if _, err := tx.Exec(ctx, functionsSQL); err != nil {
+			return fmt.Errorf("migrate: apply functions.sql: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version); err != nil {
-			_ = tx.Rollback(ctx)
-			return fmt.Errorf("migrate: record %s: %w", version, err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("migrate: commit %s: %w", version, err)
-		}
-	}
-	if _, err := conn.Exec(ctx, functionsSQL); err != nil {
-		return fmt.Errorf("migrate: apply functions.sql: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
