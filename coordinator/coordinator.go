@@ -1,8 +1,11 @@
-// Package coordinator is the scheduler's brain. Exactly one coordinator
-// leads at a time (a PostgreSQL advisory lock, see store.Elector); others
-// stand by and take over when the leader's connection goes away. The leader
+// Package coordinator is the scheduler's brain. One coordinator leads at a
+// time, holding a lease in PostgreSQL with a time limit (store.LeaderAcquire);
+// others stand by and take the lease when the leader stops renewing it
+// (leader.go). Every write a leader makes carries its epoch, so a deposed
+// leader that wakes up changes nothing. The leader's work is five services
+// (service.go lists them):
 //
-//   - tracks workers by their heartbeats (timed on its own clock),
+//   - tracks workers by their heartbeats (timed by their arrival in Redis),
 //   - leases due jobs in batches to the least-recently-assigned workers with
 //     free slots and delivers them through each worker's Redis list,
 //   - applies results from the results stream, rejecting any whose fencing
