@@ -57,9 +57,7 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 	if len(p.Slots) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
-			lease_token, worker_id, created_at
-		FROM dts_claim_jobs($1, $2, $3, $4, $5)`, p.Epoch, p.Types, p.Slots, NewLeaseTokens(len(p.Slots)), millis(p.Lease))
+	rows, err := s.pool.Query(ctx, q("JobClaimBatch"), p.Epoch, p.Types, p.Slots, NewLeaseTokens(len(p.Slots)), millis(p.Lease))
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
 	}

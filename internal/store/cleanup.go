@@ -16,11 +16,7 @@ func (s *Store) JobCleanup(ctx context.Context, epoch int64, doneAge, failedAge 
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM jobs WHERE (SELECT dts_fence($4)) AND id IN (
-			SELECT id FROM jobs WHERE status IN ('completed', 'canceled') AND finished_at < now() - $1 * interval '1 millisecond'
-			UNION ALL
-			SELECT id FROM jobs WHERE status = 'failed' AND finished_at < now() - $2 * interval '1 millisecond'
-			LIMIT $3)`, millis(doneAge), millis(failedAge), batch, epoch)
+		tag, err := s.pool.Exec(ctx, q("JobCleanup"), millis(doneAge), millis(failedAge), batch, epoch)
 		if err != nil {
 			return total, fmt.Errorf("clean up jobs: %w", interpretError(err))
 		}

@@ -37,14 +37,7 @@ func (s *Store) JobLeaseExtend(ctx context.Context, p LeaseExtendParams) (int64,
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE jobs j SET lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
-		FROM unnest($1::bigint[], $2::bigint[], $5::text[]) AS u(id, token, worker)
-		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token AND j.worker_id = u.worker
-		  AND j.lease_expires_at < clock_timestamp() + $3 * interval '0.5 millisecond'
-		  AND (j.timeout_seconds = 0
-		       OR j.started_at + j.timeout_seconds * interval '1 second' + $3 * interval '1 millisecond' > clock_timestamp())
-		  AND (SELECT dts_fence($6))`,
+	tag, err := s.pool.Exec(ctx, q("JobLeaseExtend"),
 		p.IDs, p.Tokens, millis(p.Lease), leased, p.Workers, p.Epoch)
 	if err != nil {
 		return 0, fmt.Errorf("extend leases: %w", interpretError(err))
@@ -62,7 +55,7 @@ type Lease struct {
 // JobLeasesList returns every current lease (a new leader's starting view of
 // which worker holds what).
 func (s *Store) JobLeasesList(ctx context.Context) ([]Lease, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, lease_token, coalesce(worker_id, '') FROM jobs WHERE status = 'leased'`)
+	rows, err := s.pool.Query(ctx, q("JobLeasesList"))
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", interpretError(err))
 	}

@@ -34,12 +34,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("migrate: acquire: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+	if _, err := conn.Exec(ctx, q("MigrateLock"), migrationLockKey); err != nil {
 		return fmt.Errorf("migrate: lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey) //nolint:errcheck // released with the session anyway
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	defer conn.Exec(context.WithoutCancel(ctx), q("MigrateUnlock"), migrationLockKey) //nolint:errcheck // released with the session anyway
+	if _, err := conn.Exec(ctx, q("MigrateSchemaTable")); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	names, err := fs.Glob(migrationFS, "migrations/*.up.sql")
@@ -50,13 +49,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	for _, name := range names {
 		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
 		var applied bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
+		if err := conn.QueryRow(ctx, q("MigrateApplied"), version).Scan(&applied); err != nil {
 			return fmt.Errorf("migrate: check %s: %w", version, err)
 		}
 		if applied {
 			continue
 		}
-		sql, err := migrationFS.ReadFile(name)
+		body, err := migrationFS.ReadFile(name)
 		if err != nil {
 			return fmt.Errorf("migrate: read %s: %w", version, err)
 		}
@@ -64,11 +63,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return fmt.Errorf("migrate: begin %s: %w", version, err)
 		}
-		if _, err := tx.Exec(ctx, string(sql)); err != nil {
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
 			_ = tx.Rollback(ctx)
 			return fmt.Errorf("migrate: apply %s: %w", version, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version); err != nil {
+		if _, err := tx.Exec(ctx, q("MigrateRecord"), version); err != nil {
 			_ = tx.Rollback(ctx)
 			return fmt.Errorf("migrate: record %s: %w", version, err)
 		}

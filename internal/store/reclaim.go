@@ -37,9 +37,7 @@ func (s *Store) JobReclaimLeases(ctx context.Context, epoch int64, ls []Release,
 func (s *Store) JobReclaimExpired(ctx context.Context, epoch int64, policy RetryPolicy) ([]FailOutcome, error) {
 	var out []FailOutcome
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, lease_token, coalesce(worker_id, '') FROM jobs
-			WHERE status = 'leased' AND lease_expires_at < now() AND (SELECT dts_fence($1))
-			ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED`, epoch)
+		rows, err := tx.Query(ctx, q("JobReclaimExpired"), epoch)
 		if err != nil {
 			return err
 		}

@@ -21,16 +21,10 @@ type Completion struct {
 	WorkerID   string          // the reporting worker; must be the lease's
 	Result     json.RawMessage // nil: no result
 	// StartedAt is when the handler started, on the worker's clock; zero:
-	// unknown. It replaces the lease time in started_at (see startedAtSQL).
+	// unknown. It replaces the lease time in started_at (see startedAt in
+	// queries/result.sql).
 	StartedAt time.Time
 }
-
-// startedAtSQL is the started_at a finished attempt records: the handler's
-// start as its worker reported it (u.started), kept between the lease time
-// and now so that a worker's skewed clock cannot put it outside the attempt.
-// NULL (unknown) keeps the lease time.
-const startedAtSQL = `CASE WHEN u.started IS NULL THEN j.started_at
-				ELSE least(greatest(u.started, j.started_at), now()) END`
 
 // nullTime is t for a timestamptz parameter, nil when t is zero.
 func nullTime(t time.Time) *time.Time {
@@ -65,14 +59,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, epoch int64, cs []Completio
 			results[i] = &r
 		}
 	}
-	rows, err := s.pool.Query(ctx, `
-		UPDATE jobs j SET status = 'completed', result = u.result::jsonb, finished_at = now(),
-			started_at = `+startedAtSQL+`,
-			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::timestamptz[], $6::text[]) AS u(id, token, result, started, worker)
-		WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token AND j.worker_id = u.worker
-		  AND (SELECT dts_fence($7))
-		RETURNING j.id, j.name, coalesce(j.worker_id, ''), j.created_at, coalesce(j.started_at, j.created_at)`,
+	rows, err := s.pool.Query(ctx, q("JobCompleteMany"),
 		ids, tokens, results, leased, started, workers, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", interpretError(err))
@@ -224,8 +211,7 @@ func failLeased(ctx context.Context, tx pgx.Tx, epoch int64, fs []Failure, polic
 		maxRetries int
 		cancel     bool
 	}
-	rows, err := tx.Query(ctx, `SELECT id, lease_token, coalesce(worker_id, ''), attempts, max_retries, cancel_requested
-		FROM jobs WHERE id = ANY($1) AND status = $2 AND (SELECT dts_fence($3)) ORDER BY id FOR UPDATE`, ids, leased, epoch)
+	rows, err := tx.Query(ctx, q("FailLeasedLock"), ids, leased, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -275,22 +261,7 @@ func failLeased(ctx context.Context, tx pgx.Tx, epoch int64, fs []Failure, polic
 	if len(uIDs) == 0 {
 		return nil, nil
 	}
-	rows, err = tx.Query(ctx, `
-		UPDATE jobs j SET status = u.state,
-			next_run_at = CASE WHEN u.state = 'retrying' THEN now() + u.delay_ms * interval '1 millisecond' ELSE j.next_run_at END,
-			finished_at = CASE WHEN u.state = 'retrying' THEN NULL ELSE now() END,
-			last_error = u.err,
-			errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'error', u.err,
-				'reason', u.reason, 'worker_id', j.worker_id, 'at', now())),
-			dead_reason = nullif(u.dead_why, ''),
-			started_at = `+startedAtSQL+`,
-			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $9::timestamptz[])
-			AS u(id, token, state, delay_ms, err, reason, dead_why, started)
-		WHERE j.id = u.id AND j.status = $8 AND j.lease_token = u.token
-		RETURNING j.id, u.token, j.name, j.queue, j.payload, j.status, j.attempts, j.max_retries, u.err,
-			coalesce(nullif(u.dead_why, ''), u.reason), coalesce(j.worker_id, ''), j.errors,
-			j.created_at, coalesce(j.started_at, j.created_at), u.delay_ms`,
+	rows, err = tx.Query(ctx, q("FailLeasedUpdate"),
 		uIDs, uTokens, uStates, uDelays, uErrs, uReasons, uDeadWhys, leased, uStarted)
 	if err != nil {
 		return nil, err
@@ -325,16 +296,7 @@ func (s *Store) JobReleaseMany(ctx context.Context, epoch int64, rs []Release) (
 	for i, r := range rs {
 		ids[i], tokens[i], workers[i] = r.ID, r.LeaseToken, r.WorkerID
 	}
-	rows, err := s.pool.Query(ctx, `
-		UPDATE jobs j SET
-			status = CASE WHEN j.cancel_requested THEN 'canceled' ELSE 'pending' END,
-			finished_at = CASE WHEN j.cancel_requested THEN now() END,
-			attempts = greatest(j.attempts - 1, 0), next_run_at = now(),
-			lease_token = NULL, lease_expires_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS u(id, token, worker)
-		WHERE j.id = u.id AND j.status = $3 AND j.lease_token = u.token AND j.worker_id = u.worker
-		  AND (SELECT dts_fence($5))
-		RETURNING j.id`, ids, tokens, leased, workers, epoch)
+	rows, err := s.pool.Query(ctx, q("JobReleaseMany"), ids, tokens, leased, workers, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("release jobs: %w", interpretError(err))
 	}
