@@ -49,14 +49,13 @@ const (
 	AuditTargetWorkerCredential = "worker_credential"
 )
 
-func auditInsert(ctx context.Context, q querier, e AuditEntry) (int64, error) {
+func auditInsert(ctx context.Context, db querier, e AuditEntry) (int64, error) {
 	details := e.Details
 	if len(details) == 0 {
 		details = json.RawMessage(`{}`)
 	}
 	var id int64
-	err := q.QueryRow(ctx, `INSERT INTO audit_log (actor, action, target_type, target_id, details)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id`, e.Actor, e.Action, e.TargetType, e.TargetID, string(details)).Scan(&id)
+	err := db.QueryRow(ctx, q("AuditInsert"), e.Actor, e.Action, e.TargetType, e.TargetID, string(details)).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert audit row: %w", interpretError(err))
 	}
@@ -80,7 +79,7 @@ func (s *Store) AuditInsert(ctx context.Context, e AuditEntry) (int64, error) {
 
 // AuditSetOutcome merges outcome into the details of audit row id.
 func (s *Store) AuditSetOutcome(ctx context.Context, id int64, outcome map[string]any) error {
-	_, err := s.pool.Exec(ctx, `UPDATE audit_log SET details = details || $2::jsonb WHERE id = $1`, id, string(detailsJSON(outcome)))
+	_, err := s.pool.Exec(ctx, q("AuditSetOutcome"), id, string(detailsJSON(outcome)))
 	if err != nil {
 		return fmt.Errorf("record outcome of audit row %d: %w", id, interpretError(err))
 	}
@@ -93,8 +92,7 @@ func (s *Store) AuditList(ctx context.Context, limit int, before int64) (entries
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, target_type, target_id, details
-		FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
+	rows, err := s.pool.Query(ctx, q("AuditList"), before, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list audit log: %w", interpretError(err))
 	}
@@ -126,8 +124,8 @@ type APIKeyInsertParams struct {
 	Actor  string        // who creates it, for the audit log
 }
 
-const apiKeyColumns = `id, name, scopes, created_at, expires_at, revoked_at, last_used_at`
-
+// scanAPIKey reads the columns of the fragment apiKeyColumns
+// (queries/auth.sql), in its order.
 func scanAPIKey(row pgx.Row) (auth.APIKey, error) {
 	var k auth.APIKey
 	err := row.Scan(&k.ID, &k.Name, &k.Scopes, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt, &k.LastUsedAt)
@@ -139,9 +137,7 @@ func (s *Store) APIKeyInsert(ctx context.Context, p APIKeyInsertParams) (auth.AP
 	var k auth.APIKey
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		k, err = scanAPIKey(tx.QueryRow(ctx, `INSERT INTO api_keys (name, hash, scopes, expires_at)
-			VALUES ($1, $2, $3, CASE WHEN $4::bigint > 0 THEN now() + $4::bigint * interval '1 millisecond' END)
-			RETURNING `+apiKeyColumns, p.Name, p.Hash, p.Scopes, millis(p.TTL)))
+		k, err = scanAPIKey(tx.QueryRow(ctx, q("APIKeyInsert"), p.Name, p.Hash, p.Scopes, millis(p.TTL)))
 		if err != nil {
 			return interpretError(err)
 		}
@@ -161,7 +157,7 @@ func (s *Store) APIKeyInsert(ctx context.Context, p APIKeyInsertParams) (auth.AP
 
 // APIKeyList returns every API key, newest first (revoked ones included).
 func (s *Store) APIKeyList(ctx context.Context) ([]auth.APIKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY id DESC`)
+	rows, err := s.pool.Query(ctx, q("APIKeyList"))
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", interpretError(err))
 	}
@@ -179,12 +175,11 @@ func (s *Store) APIKeyRevoke(ctx context.Context, id int64, actor string) (auth.
 	var k auth.APIKey
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var already bool
-		if err := tx.QueryRow(ctx, `SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = $1 FOR UPDATE`, id).Scan(&already); err != nil {
+		if err := tx.QueryRow(ctx, q("APIKeyRevokeLock"), id).Scan(&already); err != nil {
 			return interpretError(err)
 		}
 		var err error
-		k, err = scanAPIKey(tx.QueryRow(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
-			WHERE id = $1 RETURNING `+apiKeyColumns, id))
+		k, err = scanAPIKey(tx.QueryRow(ctx, q("APIKeyRevoke"), id))
 		if err != nil {
 			return interpretError(err)
 		}
@@ -202,8 +197,7 @@ func (s *Store) APIKeyRevoke(ctx context.Context, id int64, actor string) (auth.
 // a revoked or expired one: the caller decides) and records that it was
 // used. An unknown hash gives auth.ErrKeyNotFound.
 func (s *Store) APIKeyByHash(ctx context.Context, hash string) (auth.APIKey, error) {
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `UPDATE api_keys SET last_used_at = now()
-		WHERE hash = $1 RETURNING `+apiKeyColumns, hash))
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, q("APIKeyByHash"), hash))
 	if err != nil {
 		if err = interpretError(err); errors.Is(err, job.ErrNotFound) {
 			return auth.APIKey{}, auth.ErrKeyNotFound
@@ -229,8 +223,7 @@ type WorkerCredential struct {
 func (s *Store) WorkerCredentialInsert(ctx context.Context, workerID, hash, actor string) (WorkerCredential, error) {
 	var c WorkerCredential
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO worker_credentials (worker_id, hash) VALUES ($1, $2)
-			RETURNING id, worker_id, created_at, revoked_at`, workerID, hash).Scan(&c.ID, &c.WorkerID, &c.CreatedAt, &c.RevokedAt)
+		err := tx.QueryRow(ctx, q("WorkerCredentialInsert"), workerID, hash).Scan(&c.ID, &c.WorkerID, &c.CreatedAt, &c.RevokedAt)
 		if err != nil {
 			return interpretError(err)
 		}
@@ -246,7 +239,7 @@ func (s *Store) WorkerCredentialInsert(ctx context.Context, workerID, hash, acto
 
 // WorkerCredentialList returns every worker credential, newest first.
 func (s *Store) WorkerCredentialList(ctx context.Context) ([]WorkerCredential, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, worker_id, created_at, revoked_at FROM worker_credentials ORDER BY id DESC`)
+	rows, err := s.pool.Query(ctx, q("WorkerCredentialList"))
 	if err != nil {
 		return nil, fmt.Errorf("list worker credentials: %w", interpretError(err))
 	}
@@ -267,7 +260,7 @@ func (s *Store) WorkerCredentialList(ctx context.Context) ([]WorkerCredential, e
 func (s *Store) WorkerCredentialRevoke(ctx context.Context, workerID, actor string) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE worker_credentials SET revoked_at = now() WHERE worker_id = $1 AND revoked_at IS NULL`, workerID)
+		tag, err := tx.Exec(ctx, q("WorkerCredentialRevoke"), workerID)
 		if err != nil {
 			return interpretError(err)
 		}
@@ -285,7 +278,7 @@ func (s *Store) WorkerCredentialRevoke(ctx context.Context, workerID, actor stri
 // WorkerCredentialHashes returns the hashes of every unrevoked credential,
 // by worker id: the coordinator checks heartbeats against a copy of it.
 func (s *Store) WorkerCredentialHashes(ctx context.Context) (map[string][]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT worker_id, hash FROM worker_credentials WHERE revoked_at IS NULL`)
+	rows, err := s.pool.Query(ctx, q("WorkerCredentialHashes"))
 	if err != nil {
 		return nil, fmt.Errorf("load worker credentials: %w", interpretError(err))
 	}

@@ -32,11 +32,7 @@ const maxMirrorErrorLen = 512
 // the next page.
 func (s *Store) DeadMirrorPage(ctx context.Context, after DeadCursor, limit int) ([]DeadMeta, DeadCursor, error) {
 	first := after.ID == 0
-	rows, err := s.pool.Query(ctx, `SELECT id, name, queue, attempts, max_retries,
-			left(coalesce(last_error, ''), $4), coalesce(dead_reason, ''), created_at, coalesce(finished_at, created_at)
-		FROM jobs
-		WHERE status = 'failed' AND ($1 OR (finished_at, id) < ($2, $3))
-		ORDER BY finished_at DESC, id DESC LIMIT $5`, first, after.FinishedAt, after.ID, maxMirrorErrorLen, limit)
+	rows, err := s.pool.Query(ctx, q("DeadMirrorPage"), first, after.FinishedAt, after.ID, maxMirrorErrorLen, limit)
 	if err != nil {
 		return nil, after, fmt.Errorf("page dead jobs: %w", interpretError(err))
 	}

@@ -8,3 +8,6 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // InterpretError exposes interpretError to the external tests.
 var InterpretError = interpretError
+
+// MigrateFS is Migrate with the migrations read from fsys.
+var MigrateFS = migrate

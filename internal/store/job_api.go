@@ -31,10 +31,8 @@ type JobInsertResult struct {
 	Created bool // false: an earlier job had the same idempotency key
 }
 
-const jobColumns = `id, name, queue, priority, payload, status, attempts, max_retries, timeout_seconds,
-	coalesce(idempotency_key, ''), coalesce(last_error, ''), errors, result, coalesce(worker_id, ''),
-	coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at`
-
+// scanJob reads the columns of the fragment jobColumns
+// (queries/job_api.sql), in its order.
 func scanJob(row pgx.Row) (*job.Job, error) {
 	var j job.Job
 	var errs []byte
@@ -108,7 +106,7 @@ func jobInsertKeyed(ctx context.Context, tx pgx.Tx, params []JobInsertParams, id
 		}
 		// A new statement of the transaction: it sees the jobs that
 		// other transactions committed while the INSERT waited on them.
-		rows, err := tx.Query(ctx, `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`, keys)
+		rows, err := tx.Query(ctx, q("JobInsertKeyedLookup"), keys)
 		if err != nil {
 			return fmt.Errorf("look up idempotency keys: %w", err)
 		}
@@ -153,7 +151,7 @@ type rowsQuerier interface {
 // each job it created. It returns, in input order, the indices whose
 // idempotency key was taken (by an earlier job, or by a repeat of the key
 // earlier in idx): those were not created.
-func jobInsertRows(ctx context.Context, q rowsQuerier, params []JobInsertParams, idx []int, out []JobInsertResult) ([]int, error) {
+func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams, idx []int, out []JobInsertResult) ([]int, error) {
 	n := len(idx)
 	names, queues, payloads, keys := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	prios, retries, timeouts := make([]int32, n), make([]int32, n), make([]int32, n)
@@ -174,15 +172,7 @@ func jobInsertRows(ctx context.Context, q rowsQuerier, params []JobInsertParams,
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	rows, err := q.Query(ctx, `
-		INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at)
-		SELECT name, queue, prio, payload::jsonb, retries, timeout, key,
-		       coalesce(run_at, now() + delay_ms * interval '1 millisecond')
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::bigint[])
-		     WITH ORDINALITY AS t(name, queue, prio, payload, retries, timeout, key, run_at, delay_ms, ord)
-		ORDER BY ord
-		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING id, idempotency_key`,
+	rows, err := db.Query(ctx, q("JobInsertRows"),
 		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays)
 	if err != nil {
 		return nil, err
@@ -228,7 +218,7 @@ func jobInsertRows(ctx context.Context, q rowsQuerier, params []JobInsertParams,
 
 // JobGet returns one job, or job.ErrNotFound.
 func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
+	j, err := scanJob(s.pool.QueryRow(ctx, q("JobGet"), id))
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, err)
 	}
@@ -257,9 +247,7 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 		n := p.Limit + 1
 		limit = &n
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
-		WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3)
-		ORDER BY id DESC LIMIT $4`, p.Before, string(p.State), p.Name, limit)
+	rows, err := s.pool.Query(ctx, q("JobList"), p.Before, string(p.State), p.Name, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}
@@ -340,14 +328,7 @@ func (s *Store) JobCancel(ctx context.Context, id int64) (CancelResult, error) {
 	const attempts = 3
 	var res CancelResult
 	for range attempts {
-		err := s.pool.QueryRow(ctx, `
-			UPDATE jobs SET
-				status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
-				finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
-				cancel_requested = true
-			WHERE id = $1 AND status IN ('pending', 'retrying', 'leased')
-			RETURNING status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
-				coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)`, id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
+		err := s.pool.QueryRow(ctx, q("JobCancel"), id).Scan(&res.State, &res.WorkerID, &res.LeaseToken)
 		if err == nil {
 			return res, nil
 		}
@@ -368,9 +349,7 @@ func (s *Store) JobCancel(ctx context.Context, id int64) (CancelResult, error) {
 // JobRequeueDead makes a failed (dead) job pending again with its attempts
 // reset; its error history stays. Other states give job.ErrConflict.
 func (s *Store) JobRequeueDead(ctx context.Context, id int64) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
-		finished_at = NULL, dead_reason = NULL, cancel_requested = false
-		WHERE id = $1 AND status = 'failed'`, id)
+	tag, err := s.pool.Exec(ctx, q("JobRequeueDead"), id)
 	if err != nil {
 		return fmt.Errorf("requeue job %d: %w", id, interpretError(err))
 	}
@@ -422,9 +401,7 @@ func (s *Store) DeadListPage(ctx context.Context, p DeadListParams) ([]DeadJob, 
 	if p.After != nil {
 		afterAt, afterID = &p.After.FinishedAt, p.After.ID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+`, coalesce(dead_reason, '') FROM jobs
-		WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2))
-		ORDER BY finished_at DESC, id DESC LIMIT $3`, afterAt, afterID, limit)
+	rows, err := s.pool.Query(ctx, q("DeadListPage"), afterAt, afterID, limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
 	}
@@ -459,7 +436,7 @@ func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tai
 // JobCountState counts the jobs in one state.
 func (s *Store) JobCountState(ctx context.Context, state job.State) (int64, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = $1`, string(state)).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, q("JobCountState"), string(state)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s jobs: %w", state, interpretError(err))
 	}
 	return n, nil
@@ -483,11 +460,10 @@ func (s *Store) JobCountDue(ctx context.Context, limit int64) (int64, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// A sequential scan would read every finished job before it
 		// stops; the partial index holds only the waiting ones.
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		if _, err := tx.Exec(ctx, q("JobCountDueSeqscanOff")); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM jobs
-			WHERE status IN ('pending', 'retrying') AND next_run_at <= now() LIMIT $1) AS due`, limit).Scan(&n)
+		return tx.QueryRow(ctx, q("JobCountDue"), limit).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("count due jobs: %w", interpretError(err))
@@ -507,10 +483,10 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 		st.WorkersByState[v] = 0
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = on`); err != nil {
+		if _, err := tx.Exec(ctx, q("StatsGetSeqscanOn")); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+		rows, err := tx.Query(ctx, q("StatsGetByState"))
 		if err != nil {
 			return fmt.Errorf("count jobs: %w", err)
 		}
@@ -527,11 +503,10 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 			return fmt.Errorf("count jobs: %w", err)
 		}
 		st.DeadDepth = st.ByState[job.StateFailed]
-		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8
-			FROM jobs WHERE status IN ('pending', 'retrying') AND next_run_at <= now()`).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
+		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
 			return fmt.Errorf("count due jobs: %w", err)
 		}
-		rows, err = tx.Query(ctx, `SELECT state, count(*) FROM workers GROUP BY state`)
+		rows, err = tx.Query(ctx, q("StatsGetWorkers"))
 		if err != nil {
 			return fmt.Errorf("count workers: %w", err)
 		}

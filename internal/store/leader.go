@@ -26,18 +26,15 @@ import (
 func (s *Store) LeaderAcquire(ctx context.Context, holder string, ttl time.Duration) (int64, error) {
 	var epoch int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE coordinator_lease SET holder = $1,
-				expires_at = clock_timestamp() + $2 * interval '1 millisecond'
-			WHERE id = 1 AND expires_at <= clock_timestamp()`, holder, millis(ttl))
+		tag, err := tx.Exec(ctx, q("LeaderAcquireLease"), holder, millis(ttl))
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
 		// Waits for the fenced writes of the previous leader in progress.
-		if err := tx.QueryRow(ctx, `UPDATE coordinator_leader SET epoch = epoch + 1, leader_id = $1, acquired_at = now()
-			WHERE id = 1 RETURNING epoch`, holder).Scan(&epoch); err != nil {
+		if err := tx.QueryRow(ctx, q("LeaderAcquireEpoch"), holder).Scan(&epoch); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE coordinator_lease SET epoch = $1 WHERE id = 1`, epoch)
+		_, err = tx.Exec(ctx, q("LeaderAcquireLeaseEpoch"), epoch)
 		return err
 	})
 	if err != nil {
@@ -52,8 +49,7 @@ func (s *Store) LeaderAcquire(ctx context.Context, holder string, ttl time.Durat
 // epoch is still this leader's, so no other leader has acted (a leader
 // paused longer than the lease, with no standby, goes on leading).
 func (s *Store) LeaderRenew(ctx context.Context, epoch int64, ttl time.Duration) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE coordinator_lease SET expires_at = clock_timestamp() + $2 * interval '1 millisecond'
-		WHERE id = 1 AND epoch = $1`, epoch, millis(ttl))
+	tag, err := s.pool.Exec(ctx, q("LeaderRenew"), epoch, millis(ttl))
 	if err != nil {
 		return fmt.Errorf("renew leadership: %w", interpretError(err))
 	}
@@ -66,8 +62,7 @@ func (s *Store) LeaderRenew(ctx context.Context, epoch int64, ttl time.Duration)
 // LeaderResign ends the lease of epoch at once, so that a standby takes
 // over at its next try (a clean shutdown).
 func (s *Store) LeaderResign(ctx context.Context, epoch int64) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE coordinator_lease SET expires_at = clock_timestamp()
-		WHERE id = 1 AND epoch = $1`, epoch); err != nil {
+	if _, err := s.pool.Exec(ctx, q("LeaderResign"), epoch); err != nil {
 		return fmt.Errorf("resign leadership: %w", interpretError(err))
 	}
 	return nil
@@ -77,7 +72,7 @@ func (s *Store) LeaderResign(ctx context.Context, epoch int64) error {
 func (s *Store) LeaderGet(ctx context.Context) (int64, string, error) {
 	var epoch int64
 	var id *string
-	if err := s.pool.QueryRow(ctx, `SELECT epoch, leader_id FROM coordinator_leader WHERE id = 1`).Scan(&epoch, &id); err != nil {
+	if err := s.pool.QueryRow(ctx, q("LeaderGet")).Scan(&epoch, &id); err != nil {
 		return 0, "", fmt.Errorf("get leader: %w", interpretError(err))
 	}
 	if id == nil {

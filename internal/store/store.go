@@ -8,6 +8,10 @@
 //
 // No pgx type crosses this package's boundary: errors are translated to the
 // sentinels of package job by interpretError.
+//
+// The SQL is not in the Go code: queries/<file>.sql holds the statements of
+// <file>.go as blocks named after the function that runs each, loaded once
+// at init by an embedded loader (queries.go says why a loader and not sqlc).
 package store
 
 import (

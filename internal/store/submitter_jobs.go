@@ -15,7 +15,7 @@ func (s *Store) JobStateGetMany(ctx context.Context, ids []int64) (map[int64]job
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, status FROM jobs WHERE id = ANY($1)`, ids)
+	rows, err := s.pool.Query(ctx, q("JobStateGetMany"), ids)
 	if err != nil {
 		return nil, fmt.Errorf("get job states: %w", interpretError(err))
 	}

@@ -32,19 +32,7 @@ func (s *Store) WorkerSync(ctx context.Context, epoch int64, ws []WorkerRow) err
 		// text[][] must be rectangular, so job types travel as one string.
 		types[i] = strings.Join(w.JobTypes, "\x1f")
 	}
-	_, err := s.pool.Exec(ctx, `
-		WITH gone AS (
-			UPDATE workers SET state = 'unavailable', in_flight = 0
-			WHERE state <> 'unavailable' AND NOT (id = ANY($1)) AND (SELECT dts_fence($8))
-		)
-		INSERT INTO workers (id, job_types, concurrency, state, in_flight, last_heartbeat_at, last_assigned_at)
-		SELECT id, string_to_array(types, E'\x1f'), conc, state, inflight, beat, assigned
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[], $7::timestamptz[])
-			AS u(id, types, conc, state, inflight, beat, assigned)
-		WHERE (SELECT dts_fence($8))
-		ON CONFLICT (id) DO UPDATE SET job_types = excluded.job_types, concurrency = excluded.concurrency,
-			state = excluded.state, in_flight = excluded.in_flight, last_heartbeat_at = excluded.last_heartbeat_at,
-			last_assigned_at = coalesce(excluded.last_assigned_at, workers.last_assigned_at)`,
+	_, err := s.pool.Exec(ctx, q("WorkerSync"),
 		ids, types, conc, states, inflight, beats, assigned, epoch)
 	if err != nil {
 		return fmt.Errorf("sync workers: %w", interpretError(err))
@@ -54,7 +42,7 @@ func (s *Store) WorkerSync(ctx context.Context, epoch int64, ws []WorkerRow) err
 
 // WorkerDelete forgets a worker that left cleanly.
 func (s *Store) WorkerDelete(ctx context.Context, epoch int64, id string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE id = $1 AND (SELECT dts_fence($2))`, id, epoch); err != nil {
+	if _, err := s.pool.Exec(ctx, q("WorkerDelete"), id, epoch); err != nil {
 		return fmt.Errorf("delete worker %s: %w", id, interpretError(err))
 	}
 	return nil
@@ -64,9 +52,7 @@ func (s *Store) WorkerDelete(ctx context.Context, epoch int64, id string) error 
 // (a worker id of hostname-pid is new at every restart) and returns how
 // many it deleted.
 func (s *Store) WorkerCleanup(ctx context.Context, epoch int64, age time.Duration) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE state = 'unavailable'
-		AND coalesce(last_heartbeat_at, registered_at) < now() - $1 * interval '1 millisecond'
-		AND (SELECT dts_fence($2))`, millis(age), epoch)
+	tag, err := s.pool.Exec(ctx, q("WorkerCleanup"), millis(age), epoch)
 	if err != nil {
 		return 0, fmt.Errorf("clean up workers: %w", interpretError(err))
 	}
@@ -75,8 +61,7 @@ func (s *Store) WorkerCleanup(ctx context.Context, epoch int64, age time.Duratio
 
 // WorkerList returns every known worker.
 func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, job_types, concurrency, state, in_flight,
-		coalesce(last_heartbeat_at, registered_at), last_assigned_at FROM workers ORDER BY id`)
+	rows, err := s.pool.Query(ctx, q("WorkerList"))
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", interpretError(err))
 	}

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Claimed is a job just leased to a worker.
+type Claimed struct {
+	ID             int64
+	Name           string
+	Queue          string
+	Payload        json.RawMessage
+	Attempt        int
+	MaxRetries     int
+	TimeoutSeconds int
+	LeaseToken     int64
+	WorkerID       string
+	CreatedAt      time.Time
+}
+
+// JobClaimParams says how many due jobs to lease and to whom.
+type JobClaimParams struct {
+	// Epoch is the claiming leader's epoch (see dts_fence).
+	Epoch int64
+	// Types limits the claim to these job names; nil claims any name.
+	Types []string
+	// Slots names the worker for each claimed job in order: the first due
+	// job goes to Slots[0], the next to Slots[1], and so on. Its length is
+	// the most jobs claimed.
+	Slots []string
+	// Lease is how long the lease lasts unless heartbeats extend it.
+	Lease time.Duration
+}
+
+// JobClaimBatch leases up to len(Slots) due jobs in priority, due-time, id
+// order, skipping rows other claimers hold. Each gets a fresh fencing token
+// (NewLeaseTokens) and its attempt count grows by one. A deposed leader's
+// claim fails with job.ErrDeposed and leases nothing.
+//
+// It is one call of dts_claim_jobs (functions.sql): one round trip and one
+// commit, which matters because the claim is on the path of every job's
+// start. Inside, two statements: lock the due rows, then update exactly
+// those by primary key from an unnest of ids and workers. A single statement
+// joining the locked rows back to jobs let the generic plan guess the
+// LIMIT's size from the statistics (10% of the table) and hash-join against
+// a sequential scan of the whole table once it was large: 100-200 ms per
+// claim on a 1M backlog, 5,700 jobs/s instead of 25,000. An unnest of ids is
+// estimated at a handful of rows, so it always becomes primary-key lookups.
+func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed, error) {
+	if len(p.Slots) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, q("JobClaimBatch"), p.Epoch, p.Types, p.Slots, NewLeaseTokens(len(p.Slots)), millis(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
+			&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
+	}
+	// RETURNING order is not guaranteed; callers map jobs to workers by
+	// WorkerID, and slot order is kept by the function's ids.
+	return out, nil
+}
+
+// NewLeaseTokens returns n fencing tokens: random, positive 63-bit
+// numbers from crypto/rand. A token is the only secret that ties a result
+// to its lease, so it must not be guessable from another lease's token.
+func NewLeaseTokens(n int) []int64 {
+	buf := make([]byte, 8*n)
+	_, _ = rand.Read(buf) // crypto/rand.Read never fails (Go 1.24+)
+	out := make([]int64, n)
+	for i := range out {
+		t := int64(binary.LittleEndian.Uint64(buf[8*i:]) >> 1)
+		if t == 0 {
+			t = 1 // 0 means "no token" in the registry
+		}
+		out[i] = t
+	}
+	return out
+}

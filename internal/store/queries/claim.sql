@@ -1,0 +1,6 @@
+-- The statements of claim.go, each named after the function that runs it.
+
+-- name: JobClaimBatch
+SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
+        lease_token, worker_id, created_at
+    FROM dts_claim_jobs($1, $2, $3, $4, $5)

@@ -1,0 +1,70 @@
+-- The statements of job_api.go, each named after the function that runs it.
+
+-- name: jobColumns
+-- The columns scanJob reads, in its order.
+id, name, queue, priority, payload, status, attempts, max_retries, timeout_seconds,
+    coalesce(idempotency_key, ''), coalesce(last_error, ''), errors, result, coalesce(worker_id, ''),
+    coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at
+
+-- name: JobInsertKeyedLookup
+SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)
+
+-- name: JobInsertRows
+INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at)
+SELECT name, queue, prio, payload::jsonb, retries, timeout, key,
+       coalesce(run_at, now() + delay_ms * interval '1 millisecond')
+FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::bigint[])
+     WITH ORDINALITY AS t(name, queue, prio, payload, retries, timeout, key, run_at, delay_ms, ord)
+ORDER BY ord
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id, idempotency_key
+
+-- name: JobGet
+SELECT {{jobColumns}} FROM jobs WHERE id = $1
+
+-- name: JobList
+SELECT {{jobColumns}} FROM jobs
+    WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3)
+    ORDER BY id DESC LIMIT $4
+
+-- name: JobCancel
+UPDATE jobs SET
+    status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
+    finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
+    cancel_requested = true
+WHERE id = $1 AND status IN ('pending', 'retrying', 'leased')
+RETURNING status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
+    coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)
+
+-- name: JobRequeueDead
+UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
+    finished_at = NULL, dead_reason = NULL, cancel_requested = false
+    WHERE id = $1 AND status = 'failed'
+
+-- name: DeadListPage
+SELECT {{jobColumns}}, coalesce(dead_reason, '') FROM jobs
+    WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2))
+    ORDER BY finished_at DESC, id DESC LIMIT $3
+
+-- name: JobCountState
+SELECT count(*) FROM jobs WHERE status = $1
+
+-- name: JobCountDueSeqscanOff
+SET LOCAL enable_seqscan = off
+
+-- name: JobCountDue
+SELECT count(*) FROM (SELECT 1 FROM jobs
+    WHERE status IN ('pending', 'retrying') AND next_run_at <= now() LIMIT $1) AS due
+
+-- name: StatsGetSeqscanOn
+SET LOCAL enable_seqscan = on
+
+-- name: StatsGetByState
+SELECT status, count(*) FROM jobs GROUP BY status
+
+-- name: StatsGetDue
+SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8
+    FROM jobs WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
+
+-- name: StatsGetWorkers
+SELECT state, count(*) FROM workers GROUP BY state

@@ -1,0 +1,24 @@
+-- The statements of leader.go, each named after the function that runs it.
+
+-- name: LeaderAcquireLease
+UPDATE coordinator_lease SET holder = $1,
+        expires_at = clock_timestamp() + $2 * interval '1 millisecond'
+    WHERE id = 1 AND expires_at <= clock_timestamp()
+
+-- name: LeaderAcquireEpoch
+UPDATE coordinator_leader SET epoch = epoch + 1, leader_id = $1, acquired_at = now()
+    WHERE id = 1 RETURNING epoch
+
+-- name: LeaderAcquireLeaseEpoch
+UPDATE coordinator_lease SET epoch = $1 WHERE id = 1
+
+-- name: LeaderRenew
+UPDATE coordinator_lease SET expires_at = clock_timestamp() + $2 * interval '1 millisecond'
+    WHERE id = 1 AND epoch = $1
+
+-- name: LeaderResign
+UPDATE coordinator_lease SET expires_at = clock_timestamp()
+    WHERE id = 1 AND epoch = $1
+
+-- name: LeaderGet
+SELECT epoch, leader_id FROM coordinator_leader WHERE id = 1

@@ -1,0 +1,13 @@
+-- The statements of lease.go, each named after the function that runs it.
+
+-- name: JobLeaseExtend
+UPDATE jobs j SET lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::bigint[], $5::text[]) AS u(id, token, worker)
+WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token AND j.worker_id = u.worker
+  AND j.lease_expires_at < clock_timestamp() + $3 * interval '0.5 millisecond'
+  AND (j.timeout_seconds = 0
+       OR j.started_at + j.timeout_seconds * interval '1 second' + $3 * interval '1 millisecond' > clock_timestamp())
+  AND (SELECT dts_fence($6))
+
+-- name: JobLeasesList
+SELECT id, lease_token, coalesce(worker_id, '') FROM jobs WHERE status = 'leased'

@@ -1,0 +1,50 @@
+-- The statements of result.go, each named after the function that runs it.
+
+-- name: startedAt
+-- The started_at a finished attempt records: the handler's start as its
+-- worker reported it (u.started), kept between the lease time and now so
+-- that a worker's skewed clock cannot put it outside the attempt. NULL
+-- (unknown) keeps the lease time.
+CASE WHEN u.started IS NULL THEN j.started_at
+    ELSE least(greatest(u.started, j.started_at), now()) END
+
+-- name: JobCompleteMany
+UPDATE jobs j SET status = 'completed', result = u.result::jsonb, finished_at = now(),
+    started_at = {{startedAt}},
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::timestamptz[], $6::text[]) AS u(id, token, result, started, worker)
+WHERE j.id = u.id AND j.status = $4 AND j.lease_token = u.token AND j.worker_id = u.worker
+  AND (SELECT dts_fence($7))
+RETURNING j.id, j.name, coalesce(j.worker_id, ''), j.created_at, coalesce(j.started_at, j.created_at)
+
+-- name: FailLeasedLock
+SELECT id, lease_token, coalesce(worker_id, ''), attempts, max_retries, cancel_requested
+    FROM jobs WHERE id = ANY($1) AND status = $2 AND (SELECT dts_fence($3)) ORDER BY id FOR UPDATE
+
+-- name: FailLeasedUpdate
+UPDATE jobs j SET status = u.state,
+    next_run_at = CASE WHEN u.state = 'retrying' THEN now() + u.delay_ms * interval '1 millisecond' ELSE j.next_run_at END,
+    finished_at = CASE WHEN u.state = 'retrying' THEN NULL ELSE now() END,
+    last_error = u.err,
+    errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'error', u.err,
+        'reason', u.reason, 'worker_id', j.worker_id, 'at', now())),
+    dead_reason = nullif(u.dead_why, ''),
+    started_at = {{startedAt}},
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $9::timestamptz[])
+    AS u(id, token, state, delay_ms, err, reason, dead_why, started)
+WHERE j.id = u.id AND j.status = $8 AND j.lease_token = u.token
+RETURNING j.id, u.token, j.name, j.queue, j.payload, j.status, j.attempts, j.max_retries, u.err,
+    coalesce(nullif(u.dead_why, ''), u.reason), coalesce(j.worker_id, ''), j.errors,
+    j.created_at, coalesce(j.started_at, j.created_at), u.delay_ms
+
+-- name: JobReleaseMany
+UPDATE jobs j SET
+    status = CASE WHEN j.cancel_requested THEN 'canceled' ELSE 'pending' END,
+    finished_at = CASE WHEN j.cancel_requested THEN now() END,
+    attempts = greatest(j.attempts - 1, 0), next_run_at = now(),
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS u(id, token, worker)
+WHERE j.id = u.id AND j.status = $3 AND j.lease_token = u.token AND j.worker_id = u.worker
+  AND (SELECT dts_fence($5))
+RETURNING j.id
