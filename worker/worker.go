@@ -20,6 +20,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -304,7 +305,7 @@ func (w *Worker) receiveLoop(ctx context.Context) {
 			if ctx.Err() == nil {
 				w.metrics.redisErrors.WithLabelValues("receive").Inc()
 				w.log.Error("receive failed", "err", err)
-				sleep(ctx, 200*time.Millisecond)
+				_ = retry.Sleep(ctx, 200*time.Millisecond)
 			}
 			continue
 		}
@@ -557,7 +558,7 @@ func (w *Worker) send(ctx context.Context, batch []wire.Result) bool {
 		if w.sendFailed != nil {
 			w.sendFailed()
 		}
-		sleep(ctx, min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+		_ = retry.Sleep(ctx, min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -605,14 +606,5 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	if err := w.q.SendHeartbeat(ctx, hb); err != nil {
 		w.metrics.redisErrors.WithLabelValues("heartbeat").Inc()
 		w.log.Warn("heartbeat failed", "err", err)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
