@@ -33,7 +33,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -163,22 +162,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 	if limit := int64(cfg.MaxPayloadBytes) + 64<<10; limit > submitter.DefaultMaxBodyBytes {
 		cfg.MaxBodyBytes = limit
 	}
-	if v := os.Getenv("AUTH_JWT_SECRET"); v != "" {
-		cfg.Auth.JWTSecret = []byte(v)
-	}
-	if *secretFile != "" {
-		b, err := os.ReadFile(*secretFile)
-		if err != nil {
-			return cfg, fmt.Errorf("JWT secret: %w", err)
-		}
-		cfg.Auth.JWTSecret = bytes.TrimSpace(b)
-	}
-	if *keyFile != "" {
-		b, err := os.ReadFile(*keyFile)
-		if err != nil {
-			return cfg, fmt.Errorf("JWT public key: %w", err)
-		}
-		cfg.Auth.JWTPublicKeyPEM = b
+	if err := cfg.Auth.LoadJWTKeys(os.Getenv("AUTH_JWT_SECRET"), *secretFile, *keyFile); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
