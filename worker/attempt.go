@@ -41,7 +41,7 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 		r.FinishedAt = time.Now()
 		if p := recover(); p != nil {
 			r.Outcome, r.Reason, r.Error, r.Result = wire.OutcomeFailed, job.ReasonError, fmt.Sprintf("handler panicked: %v", p), nil
-			log().Error("handler panicked", "panic", fmt.Sprint(p))
+			log().ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(p))
 		}
 	}()
 	if h == nil {
@@ -51,7 +51,7 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
 		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt}
 	if w.log.Enabled(ctx, slog.LevelDebug) {
-		log().Debug("attempt started")
+		log().DebugContext(ctx, "attempt started")
 	}
 	res, err := h(ctx, j)
 	cause := context.Cause(ctx)
@@ -81,7 +81,7 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 		}
 	}
 	if r.Outcome != wire.OutcomeCompleted {
-		log().Info("attempt did not succeed", "outcome", r.Outcome, "reason", r.Reason, "error", r.Error)
+		log().InfoContext(ctx, "attempt did not succeed", "outcome", r.Outcome, "reason", r.Reason, "error", r.Error)
 	}
 	return r
 }

@@ -35,6 +35,6 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	defer cancel()
 	if err := w.q.SendHeartbeat(ctx, hb); err != nil {
 		w.metrics.redisErrors.WithLabelValues("heartbeat").Inc()
-		w.log.Warn("heartbeat failed", "err", err)
+		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
 }

@@ -19,26 +19,26 @@ func (w *Worker) receiveLoop(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				w.metrics.redisErrors.WithLabelValues("receive").Inc()
-				w.log.Error("receive failed", "err", err)
+				w.log.ErrorContext(ctx, "receive failed", "error", err)
 				_ = retry.Sleep(ctx, 200*time.Millisecond)
 			}
 			continue
 		}
-		w.handleInbox(in, false)
+		w.handleInbox(ctx, in, false)
 	}
 }
 
-func (w *Worker) handleInbox(in queue.Inbox, release bool) {
+func (w *Worker) handleInbox(ctx context.Context, in queue.Inbox, release bool) {
 	if in.Bad > 0 {
 		w.metrics.badMessages.Add(float64(in.Bad))
 	}
 	for _, c := range in.Controls {
 		if c.Op == wire.OpCancel {
-			w.cancelJob(c.JobID, c.LeaseToken)
+			w.cancelJob(ctx, c.JobID, c.LeaseToken)
 		}
 	}
 	for _, d := range in.Deliveries {
-		w.accept(d, release)
+		w.accept(ctx, d, release)
 	}
 }
 
@@ -49,7 +49,7 @@ func (w *Worker) releaseQueued(ctx context.Context) {
 		if err != nil || (len(in.Deliveries) == 0 && len(in.Controls) == 0) {
 			return
 		}
-		w.handleInbox(in, true)
+		w.handleInbox(ctx, in, true)
 	}
 }
 
@@ -57,14 +57,14 @@ func (w *Worker) releaseQueued(ctx context.Context) {
 // delivery not received yet (the control list is read before the job list,
 // so a cancel can overtake its job). A cancel without a token names the
 // job's newest lease here.
-func (w *Worker) cancelJob(id, token int64) {
+func (w *Worker) cancelJob(ctx context.Context, id, token int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if token == 0 {
 		token = w.newest[id]
 	}
 	if a, ok := w.running[token]; ok && a.jobID == id {
-		w.log.Info("canceling job on request", "job_id", id, "lease_token", token)
+		w.log.InfoContext(ctx, "canceling job on request", "job_id", id, "lease_token", token)
 		a.cancel(errCanceled)
 		return
 	}
@@ -90,8 +90,8 @@ func (w *Worker) cancelAll(cause error) {
 // Deliveries are keyed by lease token. The same lease delivered twice runs
 // once. A newer lease of a job whose attempt still runs here cancels that
 // attempt (its lease has ended; the coordinator rejects its result by token)
-// and runs; an older one, arriving late, is dropped.
-func (w *Worker) accept(d wire.Delivery, release bool) {
+// and runs; an older one, arriving late, is dropped. ctx is for logging.
+func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 	h, ok := w.handlers[d.Name]
 	label := d.Name
 	if !ok {
@@ -111,7 +111,7 @@ func (w *Worker) accept(d wire.Delivery, release bool) {
 			return // a lease that ended before the one here began
 		}
 		if a, ok := w.running[old]; ok {
-			w.log.Info("a new lease of a running job arrived: canceling the old attempt",
+			w.log.InfoContext(ctx, "a new lease of a running job arrived: canceling the old attempt",
 				"job_id", d.JobID, "lease_token", d.LeaseToken, "old_lease_token", old)
 			a.cancel(errSuperseded)
 		}
@@ -130,10 +130,12 @@ func (w *Worker) accept(d wire.Delivery, release bool) {
 		w.report(r, label)
 		return
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	// The attempt's context is its own, not ctx: it outlives the receive
+	// loop, and only its cancel causes end it.
+	actx, cancel := context.WithCancelCause(context.Background())
 	if d.TimeoutSeconds > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(d.TimeoutSeconds)*time.Second, errTimeout)
+		actx, stop = context.WithTimeoutCause(actx, time.Duration(d.TimeoutSeconds)*time.Second, errTimeout)
 		inner := cancel
 		cancel = func(cause error) { inner(cause); stop() }
 	}
@@ -143,7 +145,7 @@ func (w *Worker) accept(d wire.Delivery, release bool) {
 	go func() {
 		defer w.wg.Done()
 		defer cancel(nil)
-		r := w.execute(ctx, h, d)
+		r := w.execute(actx, h, d)
 		w.report(r, label)
 	}()
 }

@@ -60,7 +60,7 @@ func (w *Worker) send(ctx context.Context, batch []wire.Result) bool {
 			return false
 		}
 		w.metrics.redisErrors.WithLabelValues("send_results").Inc()
-		w.log.Error("send results failed; retrying", "count", len(batch), "err", err)
+		w.log.ErrorContext(ctx, "send results failed; retrying", "count", len(batch), "error", err)
 		if w.sendFailed != nil {
 			w.sendFailed()
 		}

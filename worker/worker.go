@@ -112,7 +112,7 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 		srv = &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
-		w.log.Info("worker listening", "addr", ln.Addr().String())
+		w.log.InfoContext(ctx, "worker listening", "addr", ln.Addr().String())
 	}
 	// Heartbeats and result sending outlive ctx: they carry the drain.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -124,7 +124,7 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer bgWG.Done(); w.heartbeatLoop(bg) }()
 	sendDone := make(chan struct{})
 	go func() { defer bgWG.Done(); w.sendLoop(sendCtx, sendDone) }()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "job_types", w.jobTypes())
+	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "job_types", w.jobTypes())
 
 	w.receiveLoop(ctx)
 
@@ -133,7 +133,7 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	dctx, cancelDrain := context.WithDeadline(context.WithoutCancel(ctx), graceEnd)
 	defer cancelDrain()
 	w.draining.Store(true)
-	w.log.Info("worker draining", "in_flight", w.inFlightCount(), "grace", w.cfg.ShutdownGrace)
+	w.log.InfoContext(dctx, "worker draining", "in_flight", w.inFlightCount(), "grace", w.cfg.ShutdownGrace)
 	finished := make(chan struct{})
 	var lastEnd time.Time // when the last attempt ended; read only once finished is closed
 	go func() { w.wg.Wait(); lastEnd = time.Now(); close(finished) }()
@@ -146,12 +146,12 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	select {
 	case <-finished:
 	default:
-		w.log.Warn("grace period over: canceling running jobs and handing them back", "in_flight", w.inFlightCount())
+		w.log.WarnContext(dctx, "grace period over: canceling running jobs and handing them back", "in_flight", w.inFlightCount())
 		w.cancelAll(errShutdown)
 		select {
 		case <-finished:
 		case <-time.After(cancelWait):
-			w.log.Error("handlers ignored cancellation; exiting without them")
+			w.log.ErrorContext(dctx, "handlers ignored cancellation; exiting without them")
 		}
 	}
 	// Results are sent until the grace period ends, and for at least
@@ -176,7 +176,7 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	stopBG()        // and the heartbeat loop ends
 	bgWG.Wait()
 	if n := w.unsentCount(); n > 0 {
-		w.log.Warn("results not sent before the drain ended: the leader recovers their jobs by their leases", "count", n)
+		w.log.WarnContext(fctx, "results not sent before the drain ended: the leader recovers their jobs by their leases", "count", n)
 	}
 	hctx, cancelHB := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancelHB()
@@ -186,6 +186,6 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	w.log.Info("worker stopped")
+	w.log.InfoContext(hctx, "worker stopped")
 	return nil
 }
