@@ -26,7 +26,7 @@ func (s *Server) audit(r *http.Request, action, targetType, targetID string) (do
 		defer cancel()
 		if err := s.store.AuditSetOutcome(ctx, id, outcome); err != nil {
 			s.metrics.storeErrors.WithLabelValues("audit").Inc()
-			s.logger.Error("record audit outcome", "audit_id", id, "action", action, "error", err)
+			s.logger.ErrorContext(ctx, "record audit outcome", "audit_id", id, "action", action, "error", err)
 		}
 	}, nil
 }
