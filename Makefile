@@ -26,10 +26,14 @@ TESTFLAGS    ?=
 # duration: with a duration the fuzzer can end with a spurious "context
 # deadline exceeded" failure when time runs out mid-input.
 FUZZTIME     ?= 30000x
+# The linter of `make lint`, pinned. `go run` fetches it once; the module
+# cache is tried as a proxy before GOPROXY, so later runs work offline.
+STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+LINT_GOPROXY  = file://$(shell $(GO) env GOMODCACHE)/cache/download,$(shell $(GO) env GOPROXY)
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
 
-.PHONY: help build up down status logs prereqs test test-short fuzz fmt vet bench clean
+.PHONY: help build up down status logs prereqs test test-short fuzz fmt vet lint bench clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":.*## " } \
@@ -79,6 +83,11 @@ fmt: ## Format every Go file of the workspace (gofmt -s)
 
 vet: ## go vet every package of the workspace
 	$(GO) vet work
+
+lint: vet ## Check gofmt -s, go vet and staticcheck (staticcheck.conf) over the workspace; CI runs it after make test
+	@out=$$(gofmt -s -l $$($(GO) list -m -f '{{.Dir}}')); \
+	if [[ -n "$$out" ]]; then printf 'not formatted (make fmt fixes them):\n%s\n' "$$out" >&2; exit 1; fi
+	GOPROXY='$(LINT_GOPROXY)' $(GO) run $(STATICCHECK) work
 
 bench: ## Load-test a fresh cluster (drain, sustained, latency, recovery); BENCHFLAGS='-quick -json FILE'
 	@if [[ -z "$${DATABASE_URL:-}" || -z "$${REDIS_URL:-}" ]]; then \

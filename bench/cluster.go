@@ -108,7 +108,6 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	return c, nil
 }
 
-func (c *cluster) submitter() *proc   { return c.services[0] }
 func (c *cluster) coordinator() *proc { return c.services[1] }
 
 // start launches one service binary on a free port.

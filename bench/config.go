@@ -186,8 +186,10 @@ func (c Config) validate() error {
 	case c.RedisURL == "":
 		return errors.New("RedisURL: required (a Redis server)")
 	case c.Workers < 1:
+		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("Workers: %d, want at least 1", c.Workers)
 	case c.Concurrency < 1:
+		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("Concurrency: %d, want at least 1", c.Concurrency)
 	case c.SubmitClients < 1:
 		return fmt.Errorf("SubmitClients: %d, want at least 1", c.SubmitClients)
@@ -209,6 +211,7 @@ func (c Config) validate() error {
 	}
 	for _, s := range c.Scenarios {
 		if !slices.Contains(Scenarios, s) {
+			//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 			return fmt.Errorf("Scenarios: unknown scenario %q (want some of %v)", s, Scenarios)
 		}
 	}

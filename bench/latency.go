@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dtsched/dts/internal/retry"
 )
 
 // LatencyRun is one offered load of the latency scenario: single noop jobs
@@ -141,7 +143,7 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 				late++
 			}
 		}
-		sleepCtx(ctx, time.Until(start.Add(time.Duration(float64(k)/t.rate*float64(time.Second)))))
+		_ = retry.Sleep(ctx, time.Until(start.Add(time.Duration(float64(k)/t.rate*float64(time.Second)))))
 	}
 	close(due)
 	wg.Wait()

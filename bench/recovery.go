@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/dtsched/dts/internal/retry"
 )
 
 // RecoveryResult is the recovery scenario: two workers hold sleep jobs, one
@@ -80,7 +82,7 @@ func runRecovery(ctx context.Context, c *cluster) (*RecoveryResult, error) {
 		if time.Now().After(deadline) {
 			return res, fmt.Errorf("only %d of %d sleep jobs leased after 30 s", leased, len(ids))
 		}
-		sleepCtx(ctx, 20*time.Millisecond)
+		_ = retry.Sleep(ctx, 20*time.Millisecond)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -125,7 +127,7 @@ func runRecovery(ctx context.Context, c *cluster) (*RecoveryResult, error) {
 		if time.Now().After(deadline) {
 			break
 		}
-		sleepCtx(ctx, 20*time.Millisecond)
+		_ = retry.Sleep(ctx, 20*time.Millisecond)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dtsched/dts/internal/retry"
 )
 
 // SustainedResult is the sustained scenario: SubmitClients clients post
@@ -83,10 +85,10 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 			for loadCtx.Err() == nil {
 				if cfg.SustainedRate > 0 { // batch k is due at start + k·batch/rate
 					k := offered.Add(int64(cfg.BatchSize)) - int64(cfg.BatchSize)
-					sleepCtx(loadCtx, time.Until(loadStart.Add(time.Duration(float64(k)/cfg.SustainedRate*float64(time.Second)))))
+					_ = retry.Sleep(loadCtx, time.Until(loadStart.Add(time.Duration(float64(k)/cfg.SustainedRate*float64(time.Second)))))
 				}
 				for loadCtx.Err() == nil && full() {
-					sleepCtx(loadCtx, 10*time.Millisecond)
+					_ = retry.Sleep(loadCtx, 10*time.Millisecond)
 				}
 				sending.Add(int64(cfg.BatchSize))
 				ids, err := c.client.submitBatch(loadCtx, body)
@@ -94,12 +96,12 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 				if err != nil {
 					if errors.Is(err, errBacklogFull) {
 						refused.Add(1)
-						sleepCtx(loadCtx, 100*time.Millisecond)
+						_ = retry.Sleep(loadCtx, 100*time.Millisecond)
 						continue
 					}
 					if loadCtx.Err() == nil {
 						errs.Add(1)
-						sleepCtx(loadCtx, 100*time.Millisecond)
+						_ = retry.Sleep(loadCtx, 100*time.Millisecond)
 					}
 					continue
 				}
@@ -109,7 +111,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 	}
 	stop := func() { stopLoad(); wg.Wait() }
 
-	sleepCtx(ctx, cfg.SustainedWarmup)
+	_ = retry.Sleep(ctx, cfg.SustainedWarmup)
 	s := c.newSampler()
 	t0, s0 := time.Now(), submitted.Load()
 	c0, err := c.pg.completed(ctx)
@@ -122,7 +124,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 		return nil, err
 	}
 	s.start()
-	sleepCtx(ctx, cfg.SustainedDuration-time.Since(t0))
+	_ = retry.Sleep(ctx, cfg.SustainedDuration-time.Since(t0))
 	t1, s1 := time.Now(), submitted.Load()
 	c1, err := c.pg.completed(ctx)
 	if err != nil {
@@ -206,17 +208,4 @@ func (c *cluster) watchCompleted(ctx context.Context) (*atomic.Int64, error) {
 		}
 	}()
 	return &done, nil
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -1,23 +1,18 @@
 package submitter
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
-	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
 
-// This file holds the admin routes (API keys and the audit log), the
-// TokenAdmin that the token subcommands share with them, and the audit
-// helper of every admin action.
+// This file holds the admin routes: API keys (through TokenAdmin) and
+// the audit log.
 
 // TokenRequest is the body of POST /admin/tokens.
 type TokenRequest struct {
@@ -28,24 +23,6 @@ type TokenRequest struct {
 	// TTL is how long the key lives, as a Go duration ("720h"). Absent:
 	// DefaultTokenTTL; "0": it never expires.
 	TTL *string `json:"ttl,omitempty"`
-}
-
-// Token is an API key as the API shows it: never the key, never its hash.
-type Token struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	Scopes     []string   `json:"scopes"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-	RevokedAt  *time.Time `json:"revoked_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-}
-
-// TokenCreated answers POST /admin/tokens: the new key's facts and, this
-// once, the key itself. Nothing can show it again.
-type TokenCreated struct {
-	Token
-	Key string `json:"key"`
 }
 
 // TokenListResponse answers GET /admin/tokens, newest first.
@@ -70,90 +47,6 @@ type AuditListResponse struct {
 	Entries    []AuditEntry `json:"entries"`
 	NextCursor *string      `json:"next_cursor"`
 }
-
-// Token lifetimes.
-const (
-	DefaultTokenTTL = 30 * 24 * time.Hour
-	MaxTokenTTL     = 10 * 365 * 24 * time.Hour
-)
-
-// TokenAdmin creates, lists and revokes API keys in PostgreSQL. The admin
-// routes use it, and so do the `submitter token` subcommands, which need no
-// running server.
-type TokenAdmin struct {
-	store *store.Store
-}
-
-// OpenTokenAdmin connects to PostgreSQL (applying migrations).
-func OpenTokenAdmin(ctx context.Context, databaseURL string) (*TokenAdmin, error) {
-	st, err := store.Open(ctx, databaseURL, 2, true)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	return &TokenAdmin{store: st}, nil
-}
-
-// Close closes the connection of an OpenTokenAdmin.
-func (a *TokenAdmin) Close() { a.store.Close() }
-
-// Create makes a new API key: name and scopes as in TokenRequest, ttl 0
-// for a key that never expires. actor is recorded in the audit log. The
-// answer holds the key; it is shown this once.
-func (a *TokenAdmin) Create(ctx context.Context, actor, name string, scopes []string, ttl time.Duration) (TokenCreated, error) {
-	if name == "" {
-		return TokenCreated{}, httpx.InvalidField("name", "required")
-	}
-	if msg := checkText(name, maxNameLen); msg != "" {
-		return TokenCreated{}, httpx.InvalidField("name", "%s", msg)
-	}
-	scopes, err := auth.NormalizeScopes(scopes)
-	if err != nil {
-		return TokenCreated{}, httpx.InvalidField("scopes", "%v", err)
-	}
-	if ttl < 0 || ttl > MaxTokenTTL {
-		return TokenCreated{}, httpx.InvalidField("ttl", "must be between 0 (never expires) and %s", MaxTokenTTL)
-	}
-	key, hash := auth.NewAPIKey()
-	k, err := a.store.APIKeyInsert(ctx, store.APIKeyInsertParams{Name: name, Hash: hash, Scopes: scopes, TTL: ttl, Actor: actor})
-	if err != nil {
-		return TokenCreated{}, err
-	}
-	return TokenCreated{Token: tokenView(k), Key: key}, nil
-}
-
-// List returns every API key, newest first, revoked ones included.
-func (a *TokenAdmin) List(ctx context.Context) ([]Token, error) {
-	keys, err := a.store.APIKeyList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Token, len(keys))
-	for i, k := range keys {
-		out[i] = tokenView(k)
-	}
-	return out, nil
-}
-
-// Revoke revokes API key id; servers refuse it within auth.KeyCacheTTL.
-// Revoking a revoked key changes nothing. An unknown id is job.ErrNotFound.
-func (a *TokenAdmin) Revoke(ctx context.Context, actor string, id int64) (Token, error) {
-	k, err := a.store.APIKeyRevoke(ctx, id, actor)
-	if err != nil {
-		return Token{}, err
-	}
-	return tokenView(k), nil
-}
-
-func tokenView(k auth.APIKey) Token {
-	t := Token{ID: formatID(k.ID), Name: k.Name, Scopes: k.Scopes, CreatedAt: k.CreatedAt.UTC(),
-		ExpiresAt: optTime(k.ExpiresAt), RevokedAt: optTime(k.RevokedAt), LastUsedAt: optTime(k.LastUsedAt)}
-	if t.Scopes == nil {
-		t.Scopes = []string{}
-	}
-	return t
-}
-
-// ---- routes ----
 
 // createToken handles POST /admin/tokens (admin; audited).
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
@@ -230,35 +123,4 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, http.StatusOK, resp)
 	return nil
-}
-
-// ---- audit ----
-
-// audit writes the audit row of an admin action before the action runs,
-// so that no admin action happens unrecorded: if the row cannot be
-// written, the action does not happen and the caller gets the error. done
-// records the action's outcome in the row (best effort: a failure is
-// logged, the row keeps saying the action was attempted).
-func (s *Server) audit(r *http.Request, action, targetType, targetID string) (done func(outcome map[string]any), err error) {
-	actor := httpx.PrincipalFrom(r.Context()).Actor()
-	id, err := s.store.AuditInsert(r.Context(), store.AuditEntry{Actor: actor, Action: action, TargetType: targetType,
-		TargetID: targetID, Details: json.RawMessage(`{"result":"attempted"}`)})
-	if err != nil {
-		return nil, s.storeError("audit", err)
-	}
-	return func(outcome map[string]any) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bestEffortTimeout)
-		defer cancel()
-		if err := s.store.AuditSetOutcome(ctx, id, outcome); err != nil {
-			s.metrics.storeErrors.WithLabelValues("audit").Inc()
-			s.logger.Error("record audit outcome", "audit_id", id, "action", action, "error", err)
-		}
-	}, nil
-}
-
-// failure is the audit outcome of an action that failed: the error code
-// the caller got.
-func failure(err error) map[string]any {
-	status, body := httpx.Classify(err)
-	return map[string]any{"result": "failed", "status": status, "code": body.Code}
 }

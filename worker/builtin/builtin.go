@@ -15,7 +15,8 @@
 // What must stay true: handlers keep no state between attempts and are safe
 // for concurrent use; errors that retrying cannot fix (a malformed payload, a
 // 4xx answer) are marked worker.Permanent; and the package imports only the
-// standard library, so the worker SDK pulls in nothing else.
+// standard library and the stdlib-only internal/retry, so the worker SDK
+// pulls in nothing else.
 package builtin
 
 import (
@@ -239,19 +240,4 @@ func noop(_ context.Context, job *worker.Job) (any, error) {
 		return nil, ErrInvalidJob
 	}
 	return nil, nil
-}
-
-// sleepCtx waits for d or until ctx is done, whichever comes first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/worker"
 )
 
@@ -23,7 +24,7 @@ func sleep(ctx context.Context, job *worker.Job) (any, error) {
 	if err != nil {
 		return nil, worker.Permanent(fmt.Errorf("sleep: %w", err))
 	}
-	if err := sleepCtx(ctx, d); err != nil {
+	if err := retry.Sleep(ctx, d); err != nil {
 		return nil, err
 	}
 	return map[string]any{"slept_ms": d.Milliseconds()}, nil
@@ -68,7 +69,7 @@ func Fallback(cfg Config) worker.HandlerFunc {
 			return nil, ErrInvalidJob
 		}
 		d := fallbackDelay(lo, hi, rand.IntN(3), rand.Float64())
-		if err := sleepCtx(ctx, d); err != nil {
+		if err := retry.Sleep(ctx, d); err != nil {
 			return nil, err
 		}
 		return map[string]any{"slept_ms": d.Milliseconds()}, nil

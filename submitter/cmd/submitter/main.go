@@ -33,7 +33,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -46,6 +45,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/envconf"
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/submitter"
 )
 
@@ -97,29 +97,14 @@ func run(ctx context.Context, args []string) error {
 }
 
 // connect builds the server, retrying for up to connectTimeout while
-// PostgreSQL or Redis are not reachable yet.
+// PostgreSQL or Redis are not reachable yet; one try gets 5 s.
 func connect(ctx context.Context, cfg submitter.Config, logger *slog.Logger) (*submitter.Server, error) {
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	delay := 250 * time.Millisecond
-	for {
-		attemptCtx, attemptCancel := context.WithTimeout(ctx, 5*time.Second)
-		srv, err := submitter.New(attemptCtx, cfg, logger)
-		attemptCancel()
-		if err == nil {
-			return srv, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("gave up connecting after %s: %w", connectTimeout, err)
-		}
-		logger.Warn("waiting for PostgreSQL and Redis", "error", err, "retry_in", delay.String())
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("gave up connecting after %s: %w", connectTimeout, err)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 4*time.Second)
-	}
+	return retry.Connect(ctx, logger, "PostgreSQL and Redis", connectTimeout,
+		func(ctx context.Context) (*submitter.Server, error) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return submitter.New(ctx, cfg, logger)
+		})
 }
 
 func parseConfig(args []string) (submitter.Config, error) {
@@ -163,22 +148,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 	if limit := int64(cfg.MaxPayloadBytes) + 64<<10; limit > submitter.DefaultMaxBodyBytes {
 		cfg.MaxBodyBytes = limit
 	}
-	if v := os.Getenv("AUTH_JWT_SECRET"); v != "" {
-		cfg.Auth.JWTSecret = []byte(v)
-	}
-	if *secretFile != "" {
-		b, err := os.ReadFile(*secretFile)
-		if err != nil {
-			return cfg, fmt.Errorf("JWT secret: %w", err)
-		}
-		cfg.Auth.JWTSecret = bytes.TrimSpace(b)
-	}
-	if *keyFile != "" {
-		b, err := os.ReadFile(*keyFile)
-		if err != nil {
-			return cfg, fmt.Errorf("JWT public key: %w", err)
-		}
-		cfg.Auth.JWTPublicKeyPEM = b
+	if err := cfg.Auth.LoadJWTKeys(os.Getenv("AUTH_JWT_SECRET"), *secretFile, *keyFile); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

@@ -15,9 +15,14 @@ import (
 
 	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/worker"
 	"github.com/dtsched/dts/worker/builtin"
 )
+
+// connectTimeout is how long start-up waits for Redis, which may still be
+// starting next to us.
+const connectTimeout = 30 * time.Second
 
 func main() {
 	if err := run(); err != nil {
@@ -80,19 +85,11 @@ func run() error {
 			return fmt.Errorf("listen on %s: %w", *addr, err)
 		}
 	}
-	var w *worker.Worker
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		w, err = worker.New(ctx, cfg, log)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		log.Warn("waiting for Redis", "err", err)
-		time.Sleep(time.Second)
+	w, err := retry.Connect(ctx, log, "Redis", connectTimeout, func(ctx context.Context) (*worker.Worker, error) {
+		return worker.New(ctx, cfg, log)
+	})
+	if err != nil {
+		return err
 	}
 	builtin.Register(w, bcfg)
 	return w.Run(ctx, ln)

@@ -1,0 +1,39 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// audit writes the audit row of an admin action before the action runs,
+// so that no admin action happens unrecorded: if the row cannot be
+// written, the action does not happen and the caller gets the error. done
+// records the action's outcome in the row (best effort: a failure is
+// logged, the row keeps saying the action was attempted).
+func (s *Server) audit(r *http.Request, action, targetType, targetID string) (done func(outcome map[string]any), err error) {
+	actor := httpx.PrincipalFrom(r.Context()).Actor()
+	id, err := s.store.AuditInsert(r.Context(), store.AuditEntry{Actor: actor, Action: action, TargetType: targetType,
+		TargetID: targetID, Details: json.RawMessage(`{"result":"attempted"}`)})
+	if err != nil {
+		return nil, s.storeError("audit", err)
+	}
+	return func(outcome map[string]any) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bestEffortTimeout)
+		defer cancel()
+		if err := s.store.AuditSetOutcome(ctx, id, outcome); err != nil {
+			s.metrics.storeErrors.WithLabelValues("audit").Inc()
+			s.logger.ErrorContext(ctx, "record audit outcome", "audit_id", id, "action", action, "error", err)
+		}
+	}, nil
+}
+
+// failure is the audit outcome of an action that failed: the error code
+// the caller got.
+func failure(err error) map[string]any {
+	status, body := httpx.Classify(err)
+	return map[string]any{"result": "failed", "status": status, "code": body.Code}
+}

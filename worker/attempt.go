@@ -1,0 +1,104 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// This file holds one attempt's run: its handler call, how its context's
+// cancel cause becomes an outcome, and the hand-over of its result to the
+// sender.
+
+// Causes of an attempt's context being canceled.
+var (
+	errShutdown = errors.New("worker shutting down")
+	errCanceled = errors.New("job canceled")
+	errTimeout  = errors.New("job timed out")
+	// A newer lease of the job arrived: the old lease has ended.
+	errSuperseded = errors.New("a newer lease of this job arrived")
+)
+
+type attempt struct {
+	jobID  int64
+	cancel context.CancelCauseFunc
+}
+
+// execute runs one attempt and turns its outcome into a result.
+func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r wire.Result) {
+	r = wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: w.cfg.ID, Attempt: d.Attempt, StartedAt: time.Now()}
+	// Built only when a line is written: the success path logs nothing at
+	// info, and this runs once per job.
+	log := func() *slog.Logger { return w.log.With("job_id", d.JobID, "attempt", d.Attempt, "name", d.Name) }
+	defer func() {
+		r.FinishedAt = time.Now()
+		if p := recover(); p != nil {
+			r.Outcome, r.Reason, r.Error, r.Result = wire.OutcomeFailed, job.ReasonError, fmt.Sprintf("handler panicked: %v", p), nil
+			log().ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(p))
+		}
+	}()
+	if h == nil {
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonPermanent, "no handler for job type "+strconv.Quote(d.Name)
+		return r
+	}
+	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
+		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt}
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		log().DebugContext(ctx, "attempt started")
+	}
+	res, err := h(ctx, j)
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errShutdown):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "shutdown", "worker shut down"
+	case errors.Is(cause, errSuperseded):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeReleased, "superseded", errSuperseded.Error()
+	case errors.Is(cause, errCanceled):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled"
+	case errors.Is(cause, errTimeout):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonTimeout, fmt.Sprintf("timed out after %ds", d.TimeoutSeconds)
+	case err != nil:
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonError, err.Error()
+		if IsPermanent(err) {
+			r.Reason = job.ReasonPermanent
+		}
+	default:
+		r.Outcome = wire.OutcomeCompleted
+		if res != nil {
+			b, err := json.Marshal(res)
+			if err != nil {
+				r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonPermanent, "result does not encode to JSON: "+err.Error()
+			} else {
+				r.Result = b
+			}
+		}
+	}
+	if r.Outcome != wire.OutcomeCompleted {
+		log().InfoContext(ctx, "attempt did not succeed", "outcome", r.Outcome, "reason", r.Reason, "error", r.Error)
+	}
+	return r
+}
+
+// report moves an attempt from running to unsent and queues its result.
+func (w *Worker) report(r wire.Result, label string) {
+	w.mu.Lock()
+	delete(w.running, r.LeaseToken)
+	w.unsent[r.LeaseToken] = r.JobID
+	w.toSend = append(w.toSend, r)
+	w.mu.Unlock()
+	w.metrics.finished.WithLabelValues(label, r.Outcome).Inc()
+	if !r.StartedAt.IsZero() {
+		w.metrics.duration.WithLabelValues(label).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	}
+	select {
+	case w.queued <- struct{}{}:
+	default: // the sender has been told already
+	}
+}
