@@ -152,7 +152,7 @@ func Logger(logger *slog.Logger) func(http.Handler) http.Handler {
 			status := statusOf(ww)
 			level := slog.LevelDebug
 			switch {
-			case status == http.StatusServiceUnavailable && (st.code == CodeOverloaded || st.code == wire.CodeBacklogFull):
+			case status == http.StatusServiceUnavailable && (st.code == wire.CodeOverloaded || st.code == wire.CodeBacklogFull):
 				// Load shed on purpose, possibly thousands a second: the
 				// metrics count them; the log is for failures.
 				level = slog.LevelInfo
