@@ -212,8 +212,8 @@ func (a *authState) snapshot(ctx context.Context, c *Coordinator, now time.Time)
 	hashes, err := c.store.WorkerCredentialHashes(qctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.metrics.storeErrors.WithLabelValues("load_worker_credentials").Inc()
-			c.log.ErrorContext(ctx, "postgres operation failed", "op", "load_worker_credentials", "error", err)
+			c.metrics.countStoreError(storeOpLoadWorkerCredentials)
+			c.log.ErrorContext(ctx, "postgres operation failed", "op", storeOpLoadWorkerCredentials, "error", err)
 		}
 		return a.hashes, !a.loadedAt.IsZero()
 	}

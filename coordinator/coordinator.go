@@ -69,7 +69,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error
 	c := &Coordinator{cfg: cfg, log: log.With("component", "coordinator", "coordinator_id", cfg.ID),
 		store: st, queue: q, reg: newRegistry()}
 	c.metrics = newMetrics(c.reg)
-	c.reg.MustRegister(newStateCollector(st, c.registry, c.metrics.storeErrors))
+	c.reg.MustRegister(newStateCollector(st, c.registry, c.metrics))
 	if err := c.initAuth(); err != nil {
 		_ = q.Close()
 		st.Close()
