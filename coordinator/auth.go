@@ -168,7 +168,7 @@ func (c *Coordinator) workerAllowed(ctx context.Context, hb wire.Heartbeat) bool
 	}
 	a.authFailures.WithLabelValues(reason).Inc()
 	if a.shouldLog(hb.WorkerID, time.Now()) {
-		c.log.Warn("refused a heartbeat: worker credential "+reason+"; the worker is not registered",
+		c.log.WarnContext(ctx, "refused a heartbeat: worker credential "+reason+"; the worker is not registered",
 			"worker_id", logID(hb.WorkerID), "hint", "create one with: coordinator worker-credential create -worker-id ID")
 	}
 	return false

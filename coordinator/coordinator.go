@@ -159,7 +159,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	c.log.Info("coordinator listening", "addr", ln.Addr().String())
+	c.log.InfoContext(ctx, "coordinator listening", "addr", ln.Addr().String())
 
 	electCtx, stopElection := context.WithCancel(ctx)
 	defer stopElection()
