@@ -168,7 +168,7 @@ func (c *Coordinator) workerAllowed(ctx context.Context, hb wire.Heartbeat) bool
 	}
 	a.authFailures.WithLabelValues(reason).Inc()
 	if a.shouldLog(hb.WorkerID, time.Now()) {
-		c.log.Warn("refused a heartbeat: worker credential "+reason+"; the worker is not registered",
+		c.log.WarnContext(ctx, "refused a heartbeat: worker credential "+reason+"; the worker is not registered",
 			"worker_id", logID(hb.WorkerID), "hint", "create one with: coordinator worker-credential create -worker-id ID")
 	}
 	return false
@@ -212,8 +212,8 @@ func (a *authState) snapshot(ctx context.Context, c *Coordinator, now time.Time)
 	hashes, err := c.store.WorkerCredentialHashes(qctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.metrics.storeErrors.WithLabelValues("load_worker_credentials").Inc()
-			c.log.ErrorContext(ctx, "postgres operation failed", "op", "load_worker_credentials", "error", err)
+			c.metrics.countStoreError(storeOpLoadWorkerCredentials)
+			c.log.ErrorContext(ctx, "postgres operation failed", "op", storeOpLoadWorkerCredentials, "error", err)
 		}
 		return a.hashes, !a.loadedAt.IsZero()
 	}

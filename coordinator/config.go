@@ -5,7 +5,32 @@ import (
 	"os"
 	"time"
 
+	"github.com/dtsched/dts/internal/config"
 	"github.com/dtsched/dts/internal/job"
+)
+
+// Defaults of Config, which WithDefaults applies and cmd/coordinator's
+// flags start from.
+const (
+	// DefaultAddr is the address cmd/coordinator listens on (Run takes a
+	// listener).
+	DefaultAddr = "127.0.0.1:9000"
+
+	DefaultHeartbeatInterval  = time.Second
+	DefaultHeartbeatMisses    = 3
+	DefaultLeaseDuration      = 10 * time.Second
+	DefaultPollInterval       = 250 * time.Millisecond
+	DefaultClaimBatch         = 1000
+	DefaultResultBatch        = 1000
+	DefaultElectionInterval   = time.Second
+	DefaultRetentionCompleted = 24 * time.Hour
+	DefaultRetentionFailed    = 7 * 24 * time.Hour
+	DefaultCleanupInterval    = time.Minute
+	DefaultDeadMirrorInterval = 30 * time.Second
+	DefaultShutdownTimeout    = 10 * time.Second
+	// DefaultLeaderTTLIntervals is LeaderTTL's default in election
+	// intervals: LeaderTTL defaults to this many times ElectionInterval.
+	DefaultLeaderTTLIntervals = 3
 )
 
 // Config configures a coordinator. Zero fields take the defaults named in
@@ -21,41 +46,55 @@ type Config struct {
 	// RedisPrefix namespaces every Redis key. Default "".
 	RedisPrefix string
 
-	// HeartbeatInterval is how often workers heartbeat. Default 1s.
+	// HeartbeatInterval is how often workers heartbeat. Default
+	// DefaultHeartbeatInterval (1s).
 	HeartbeatInterval time.Duration
 	// HeartbeatMisses is how many intervals of silence make a worker
-	// unavailable; its leases are then reclaimed at once. Default 3.
+	// unavailable; its leases are then reclaimed at once. Default
+	// DefaultHeartbeatMisses (3).
 	HeartbeatMisses int
 	// LeaseDuration is a lease's length; heartbeats extend it while the
-	// worker reports the job running. Default 10s.
+	// worker reports the job running. Default DefaultLeaseDuration (10s);
+	// at least twice HeartbeatInterval.
 	LeaseDuration time.Duration
-	// Backoff is the retry backoff. Default 1s base, 5m cap, 0.5 jitter.
+	// Backoff is the retry backoff. Base and Cap default to
+	// job.DefaultBackoff's (1s, 5m); Base at most Cap. Jitter is taken as
+	// given (0: none); outside 0..1 it is job.DefaultBackoff's (0.5), as is
+	// the default of cmd/coordinator's -backoff-jitter.
 	Backoff job.Backoff
 	// PollInterval is the longest the dispatcher waits without a wake-up
-	// before looking for due jobs (retries come due this way). Default 250ms.
+	// before looking for due jobs (retries come due this way). Default
+	// DefaultPollInterval (250ms).
 	PollInterval time.Duration
-	// ClaimBatch is the most jobs claimed in one statement. Default 1000.
+	// ClaimBatch is the most jobs claimed in one statement. Default
+	// DefaultClaimBatch (1000).
 	ClaimBatch int
-	// ResultBatch is the most results applied in one transaction. Default 1000.
+	// ResultBatch is the most results applied in one transaction. Default
+	// DefaultResultBatch (1000).
 	ResultBatch int
 	// ElectionInterval is how often a standby tries to become leader and a
-	// leader renews its lease. Default 1s.
+	// leader renews its lease. Default DefaultElectionInterval (1s).
 	ElectionInterval time.Duration
 	// LeaderTTL is how long the leader lease lasts unless renewed: a
 	// standby takes over within LeaderTTL + ElectionInterval of the
-	// leader's last renewal. Default 3s; at least twice ElectionInterval.
+	// leader's last renewal. Default DefaultLeaderTTLIntervals (3) times
+	// ElectionInterval; at least twice ElectionInterval.
 	LeaderTTL time.Duration
 	// RetentionCompleted is how long completed and canceled jobs are kept.
-	// Default 24h.
+	// Default DefaultRetentionCompleted (24h).
 	RetentionCompleted time.Duration
-	// RetentionFailed is how long failed (dead) jobs are kept. Default 168h.
+	// RetentionFailed is how long failed (dead) jobs are kept. Default
+	// DefaultRetentionFailed (168h).
 	RetentionFailed time.Duration
-	// CleanupInterval is how often the retention cleaner runs. Default 1m.
+	// CleanupInterval is how often the retention cleaner runs. Default
+	// DefaultCleanupInterval (1m).
 	CleanupInterval time.Duration
 	// DeadMirrorInterval is how often the Redis dead-letter list is checked
-	// against PostgreSQL and rebuilt if they differ. Default 30s.
+	// against PostgreSQL and rebuilt if they differ. Default
+	// DefaultDeadMirrorInterval (30s).
 	DeadMirrorInterval time.Duration
-	// ShutdownTimeout bounds the graceful HTTP shutdown. Default 10s.
+	// ShutdownTimeout bounds the graceful HTTP shutdown. Default
+	// DefaultShutdownTimeout (10s).
 	ShutdownTimeout time.Duration
 
 	// Auth: tokens on /workers, worker credentials, the listen address
@@ -63,7 +102,8 @@ type Config struct {
 	Auth AuthConfig
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
+// WithDefaults returns c with zero (or negative) fields set to their
+// defaults.
 func (c Config) WithDefaults() Config {
 	if c.ID == "" {
 		host, _ := os.Hostname()
@@ -74,43 +114,49 @@ func (c Config) WithDefaults() Config {
 			*d = v
 		}
 	}
-	set(&c.HeartbeatInterval, time.Second)
-	set(&c.LeaseDuration, 10*time.Second)
-	set(&c.PollInterval, 250*time.Millisecond)
-	set(&c.ElectionInterval, time.Second)
-	set(&c.LeaderTTL, 3*c.ElectionInterval)
-	set(&c.RetentionCompleted, 24*time.Hour)
-	set(&c.RetentionFailed, 7*24*time.Hour)
-	set(&c.CleanupInterval, time.Minute)
-	set(&c.DeadMirrorInterval, 30*time.Second)
-	set(&c.ShutdownTimeout, 10*time.Second)
+	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	set(&c.LeaseDuration, DefaultLeaseDuration)
+	set(&c.PollInterval, DefaultPollInterval)
+	set(&c.ElectionInterval, DefaultElectionInterval)
+	set(&c.LeaderTTL, DefaultLeaderTTLIntervals*c.ElectionInterval)
+	set(&c.RetentionCompleted, DefaultRetentionCompleted)
+	set(&c.RetentionFailed, DefaultRetentionFailed)
+	set(&c.CleanupInterval, DefaultCleanupInterval)
+	set(&c.DeadMirrorInterval, DefaultDeadMirrorInterval)
+	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	if c.HeartbeatMisses <= 0 {
-		c.HeartbeatMisses = 3
+		c.HeartbeatMisses = DefaultHeartbeatMisses
 	}
 	if c.ClaimBatch <= 0 {
-		c.ClaimBatch = 1000
+		c.ClaimBatch = DefaultClaimBatch
 	}
 	if c.ResultBatch <= 0 {
-		c.ResultBatch = 1000
+		c.ResultBatch = DefaultResultBatch
 	}
 	c.Backoff = c.Backoff.WithDefaults()
 	return c
 }
 
+// validate checks a config that WithDefaults has filled in, and names
+// every bad field.
 func (c Config) validate() error {
-	switch {
-	case c.DatabaseURL == "":
-		return fmt.Errorf("config: DatabaseURL is required")
-	case c.RedisURL == "":
-		return fmt.Errorf("config: RedisURL is required")
-	case c.LeaseDuration < 2*c.HeartbeatInterval:
-		return fmt.Errorf("config: LeaseDuration (%v) must be at least twice HeartbeatInterval (%v)", c.LeaseDuration, c.HeartbeatInterval)
-	case c.LeaderTTL < 2*c.ElectionInterval:
-		return fmt.Errorf("config: LeaderTTL (%v) must be at least twice ElectionInterval (%v)", c.LeaderTTL, c.ElectionInterval)
-	case c.Backoff.Base > c.Backoff.Cap:
-		return fmt.Errorf("config: Backoff.Base (%v) exceeds Backoff.Cap (%v)", c.Backoff.Base, c.Backoff.Cap)
+	var check config.Check
+	if c.DatabaseURL == "" {
+		check.Bad("DatabaseURL", "is required")
 	}
-	return nil
+	if c.RedisURL == "" {
+		check.Bad("RedisURL", "is required")
+	}
+	if c.LeaseDuration < 2*c.HeartbeatInterval {
+		check.Bad("LeaseDuration", "(%v) must be at least twice HeartbeatInterval (%v)", c.LeaseDuration, c.HeartbeatInterval)
+	}
+	if c.LeaderTTL < 2*c.ElectionInterval {
+		check.Bad("LeaderTTL", "(%v) must be at least twice ElectionInterval (%v)", c.LeaderTTL, c.ElectionInterval)
+	}
+	if c.Backoff.Base > c.Backoff.Cap {
+		check.Bad("Backoff.Base", "(%v) exceeds Backoff.Cap (%v)", c.Backoff.Base, c.Backoff.Cap)
+	}
+	return check.Err()
 }
 
 // workerDeadline is how long a worker may stay silent before it is unavailable.

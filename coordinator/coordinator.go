@@ -20,7 +20,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,13 +29,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // Coordinator is one coordinator process: leader or standby.
@@ -73,7 +72,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error
 	c := &Coordinator{cfg: cfg, log: log.With("component", "coordinator", "coordinator_id", cfg.ID),
 		store: st, queue: q, reg: newRegistry()}
 	c.metrics = newMetrics(c.reg)
-	c.reg.MustRegister(newStateCollector(st, c.registry, c.metrics.storeErrors))
+	c.reg.MustRegister(newStateCollector(st, c.registry, c.metrics))
 	if err := c.initAuth(); err != nil {
 		_ = q.Close()
 		st.Close()
@@ -93,28 +92,24 @@ func (c *Coordinator) registry() *registry.Registry {
 }
 
 // Handler serves /healthz, /readyz, /metrics and /workers (which needs the
-// admin scope when tokens are configured).
+// admin scope when tokens are configured). Every answer is written by
+// httpx, errors included.
 func (c *Coordinator) Handler() http.Handler {
-	r := chi.NewRouter()
-	r.Get("/healthz", c.handleHealthz)
+	r := httpx.NewRouter(c.log, nil)
+	r.Get("/healthz", httpx.HealthzWith(c.health))
 	r.Get("/readyz", c.handleReadyz)
-	r.With(c.requireAdmin).Get("/workers", c.handleWorkers)
-	r.Handle("/metrics", promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{}))
+	r.With(c.requireAdmin).Get("/workers", httpx.Handler(c.handleWorkers))
+	r.Handle("/metrics", httpx.MetricsHandler(c.reg, c.log))
 	return r
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func (c *Coordinator) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+// health is what /healthz says beside "status": "ok".
+func (c *Coordinator) health() map[string]any {
 	role := "standby"
 	if c.registry() != nil {
 		role = "leader"
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "role": role, "epoch": c.epoch.Load(), "coordinator_id": c.cfg.ID})
+	return map[string]any{"role": role, "epoch": c.epoch.Load(), "coordinator_id": c.cfg.ID}
 }
 
 func (c *Coordinator) handleReadyz(w http.ResponseWriter, r *http.Request) {
@@ -131,15 +126,13 @@ func (c *Coordinator) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if err := c.queue.Ping(ctx); err != nil {
 		checks["redis"], status = err.Error(), http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"checks": checks})
+	httpx.WriteJSON(w, status, map[string]any{"checks": checks})
 }
 
-func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) {
+func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) error {
 	reg := c.registry()
 	if reg == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]string{
-			"code": "not_leader", "message": "this coordinator is standing by; ask the leader"}})
-		return
+		return httpx.Errorf(http.StatusServiceUnavailable, wire.CodeNotLeader, "this coordinator is standing by; ask the leader")
 	}
 	type out struct {
 		ID          string    `json:"worker_id"`
@@ -153,7 +146,8 @@ func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) {
 	for _, x := range reg.Snapshot() {
 		ws = append(ws, out{x.ID, x.State(), x.Types, x.Concurrency, len(x.InFlight), x.LastSeen})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"workers": ws})
+	return nil
 }
 
 // Run serves HTTP on ln and takes part in leader election until ctx is
@@ -168,7 +162,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	c.log.Info("coordinator listening", "addr", ln.Addr().String())
+	c.log.InfoContext(ctx, "coordinator listening", "addr", ln.Addr().String())
 
 	electCtx, stopElection := context.WithCancel(ctx)
 	defer stopElection()

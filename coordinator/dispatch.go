@@ -103,7 +103,7 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, types, slots []string) (
 	claimed, err := d.store.JobClaimBatch(ctx, store.JobClaimParams{Epoch: d.l.epoch, Types: types, Slots: slots, Lease: d.cfg.LeaseDuration})
 	d.metrics.dispatchStep.WithLabelValues("claim").Observe(time.Since(t0).Seconds())
 	if err != nil {
-		d.storeError(ctx, "claim", err)
+		d.storeError(ctx, storeOpClaim, err)
 		return 0, false, err
 	}
 	d.metrics.claimBatch.Observe(float64(len(claimed)))
@@ -137,7 +137,7 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, types, slots []string) (
 	err = d.queue.Deliver(ctx, byWorker)
 	d.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())
 	if err != nil {
-		d.redisError(ctx, "deliver", err)
+		d.redisError(ctx, redisOpDeliver, err)
 		d.undeliver(ctx, claimed)
 		return n, false, err
 	}
@@ -196,7 +196,7 @@ func (d *dispatcher) undeliver(ctx context.Context, claimed []store.Claimed) {
 		rs[i] = store.Release{ID: j.ID, LeaseToken: j.LeaseToken, WorkerID: j.WorkerID}
 	}
 	if _, err := d.store.JobReleaseMany(context.WithoutCancel(ctx), d.l.epoch, rs); err != nil {
-		d.storeError(ctx, "release", err)
+		d.storeError(ctx, storeOpRelease, err)
 		return
 	}
 	for _, j := range claimed {

@@ -61,7 +61,7 @@ func (h *heartbeatReader) run(ctx context.Context) {
 		if after == "" {
 			id, err := h.queue.LastHeartbeatID(ctx)
 			if err != nil {
-				h.redisError(ctx, "heartbeat_read", err)
+				h.redisError(ctx, redisOpHeartbeatRead, err)
 				continue
 			}
 			after = id
@@ -69,7 +69,7 @@ func (h *heartbeatReader) run(ctx context.Context) {
 		r, err := h.queue.ReadHeartbeats(ctx, after, heartbeatReadMax, h.cfg.HeartbeatInterval)
 		if err != nil {
 			blind = true
-			h.redisError(ctx, "heartbeat_read", err)
+			h.redisError(ctx, redisOpHeartbeatRead, err)
 			continue
 		}
 		if !lastServerTime.IsZero() && r.ServerTime.Before(lastServerTime.Add(-h.cfg.HeartbeatInterval)) {
@@ -138,7 +138,7 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 		return true
 	}
 	if _, err := h.store.JobLeaseExtend(ctx, ext); err != nil {
-		h.storeError(ctx, "lease_extend", err)
+		h.storeError(ctx, storeOpLeaseExtend, err)
 		return false
 	}
 	return true

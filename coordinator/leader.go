@@ -20,7 +20,7 @@ func (c *Coordinator) elect(ctx context.Context) error {
 	for {
 		epoch, err := c.store.LeaderAcquire(ctx, c.cfg.ID, c.cfg.LeaderTTL)
 		if err != nil && ctx.Err() == nil {
-			c.metrics.storeErrors.WithLabelValues("elect").Inc()
+			c.metrics.countStoreError(storeOpElect)
 			c.log.WarnContext(ctx, "leader election failed", "error", err)
 		}
 		if epoch > 0 {
@@ -60,7 +60,7 @@ func (c *Coordinator) lead(ctx context.Context, epoch int64) {
 	leases, err := c.store.JobLeasesList(leadCtx)
 	if err != nil {
 		c.log.ErrorContext(ctx, "load leases; giving up leadership", "error", err)
-		c.metrics.storeErrors.WithLabelValues("load_leases").Inc()
+		c.metrics.countStoreError(storeOpLoadLeases)
 		c.resign(ctx, epoch)
 		return
 	}
@@ -134,7 +134,7 @@ func (c *Coordinator) holdLease(ctx context.Context, l *leaderState) {
 			c.log.WarnContext(ctx, "lost leadership: another coordinator took the lease", "epoch", l.epoch)
 			return
 		case ctx.Err() == nil:
-			c.metrics.storeErrors.WithLabelValues("renew_lease").Inc()
+			c.metrics.countStoreError(storeOpRenewLease)
 			c.log.WarnContext(ctx, "renewing the leader lease failed; trying again", "epoch", l.epoch, "error", err)
 		}
 	}

@@ -62,7 +62,7 @@ func (m *maintainer) run(ctx context.Context) {
 		if horizon, ok := m.l.live.fresh(now, 2*m.cfg.HeartbeatInterval); ok {
 			for _, id := range m.l.workers.Remove(horizon, time.Hour) {
 				if err := m.queue.DropWorkerQueues(ctx, id); err != nil {
-					m.redisError(ctx, "drop_worker_queues", err)
+					m.redisError(ctx, redisOpDropWorkerQueues, err)
 				}
 			}
 		}
@@ -75,11 +75,11 @@ func (m *maintainer) run(ctx context.Context) {
 
 func (m *maintainer) clean(ctx context.Context) {
 	if _, err := m.store.WorkerCleanup(ctx, m.l.epoch, m.cfg.RetentionCompleted); err != nil {
-		m.storeError(ctx, "cleanup", err)
+		m.storeError(ctx, storeOpCleanup, err)
 	}
 	n, err := m.store.JobCleanup(ctx, m.l.epoch, m.cfg.RetentionCompleted, m.cfg.RetentionFailed, 5000)
 	if err != nil {
-		m.storeError(ctx, "cleanup", err)
+		m.storeError(ctx, storeOpCleanup, err)
 	} else if n > 0 {
 		m.metrics.cleaned.Add(float64(n))
 		m.log.InfoContext(ctx, "retention cleaner deleted finished jobs", "count", n)
@@ -99,7 +99,7 @@ func (m *maintainer) syncWorkers(ctx context.Context) {
 		rows = append(rows, row)
 	}
 	if err := m.store.WorkerSync(ctx, m.l.epoch, rows); err != nil {
-		m.storeError(ctx, "sync_workers", err)
+		m.storeError(ctx, storeOpSyncWorkers, err)
 	}
 }
 
@@ -116,19 +116,19 @@ const deadMirrorPage = 1000
 func (m *maintainer) mirrorDead(ctx context.Context) {
 	want, err := m.store.JobCountState(ctx, job.StateFailed)
 	if err != nil {
-		m.storeError(ctx, "count_dead", err)
+		m.storeError(ctx, storeOpCountDead, err)
 		return
 	}
 	have, err := m.queue.DeadLen(ctx)
 	if err != nil {
-		m.redisError(ctx, "dlq_len", err)
+		m.redisError(ctx, redisOpDLQLen, err)
 		return
 	}
 	if min(want, maxDeadMirror) == have {
 		return
 	}
 	if err := m.queue.DeadRebuildStart(ctx); err != nil {
-		m.redisError(ctx, "dlq_rebuild", err)
+		m.redisError(ctx, redisOpDLQRebuild, err)
 		return
 	}
 	var cursor store.DeadCursor
@@ -136,7 +136,7 @@ func (m *maintainer) mirrorDead(ctx context.Context) {
 	for written < maxDeadMirror {
 		page, next, err := m.store.DeadMirrorPage(ctx, cursor, min(deadMirrorPage, maxDeadMirror-written))
 		if err != nil {
-			m.storeError(ctx, "list_dead", err)
+			m.storeError(ctx, storeOpListDead, err)
 			return
 		}
 		es := make([]wire.DeadEntry, len(page))
@@ -144,7 +144,7 @@ func (m *maintainer) mirrorDead(ctx context.Context) {
 			es[i] = deadEntry(d)
 		}
 		if err := m.queue.DeadRebuildAppend(ctx, es); err != nil {
-			m.redisError(ctx, "dlq_rebuild", err)
+			m.redisError(ctx, redisOpDLQRebuild, err)
 			return
 		}
 		written += len(page)
@@ -155,10 +155,10 @@ func (m *maintainer) mirrorDead(ctx context.Context) {
 	}
 	if err := m.queue.DeadRebuildFinish(ctx, m.l.epoch); err != nil {
 		if store.IsDeposed(err) {
-			m.storeError(ctx, "dlq_rebuild", err)
+			m.storeError(ctx, storeOpDLQRebuild, err)
 			return
 		}
-		m.redisError(ctx, "dlq_rebuild", err)
+		m.redisError(ctx, redisOpDLQRebuild, err)
 		return
 	}
 	m.metrics.deadMirrorRebuilds.Inc()

@@ -119,22 +119,67 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.badMessages.WithLabelValues(s)
 	}
 	for _, op := range storeOps {
-		m.storeErrors.WithLabelValues(op)
+		m.storeErrors.WithLabelValues(string(op))
 	}
 	for _, op := range redisOps {
-		m.redisErrors.WithLabelValues(op)
+		m.redisErrors.WithLabelValues(string(op))
 	}
 	m.staleResults.Add(0)
 	return m
 }
 
-// The operation labels of dts_store_errors_total and dts_redis_errors_total.
-var (
-	storeOps = []string{"apply_results", "claim", "cleanup", "count_dead", "elect", "lease_extend", "list_dead",
-		"load_leases", "reclaim_expired", "reclaim_worker", "release", "release_worker", "stats", "sync_workers"}
-	redisOps = []string{"deliver", "dlq_len", "dlq_push", "dlq_rebuild", "drop_worker_queues", "heartbeat_read",
-		"results_ack", "results_group", "results_read"}
+// storeOp is the op label of dts_store_errors_total: which PostgreSQL
+// operation failed. Every value is a constant below, listed in storeOps,
+// so that newMetrics creates its series at zero (TestOpLabelsPreCreated).
+type storeOp string
+
+const (
+	storeOpApplyResults          storeOp = "apply_results"
+	storeOpClaim                 storeOp = "claim"
+	storeOpCleanup               storeOp = "cleanup"
+	storeOpCountDead             storeOp = "count_dead"
+	storeOpDLQRebuild            storeOp = "dlq_rebuild"
+	storeOpElect                 storeOp = "elect"
+	storeOpLeaseExtend           storeOp = "lease_extend"
+	storeOpListDead              storeOp = "list_dead"
+	storeOpLoadLeases            storeOp = "load_leases"
+	storeOpLoadWorkerCredentials storeOp = "load_worker_credentials"
+	storeOpReclaimExpired        storeOp = "reclaim_expired"
+	storeOpReclaimWorker         storeOp = "reclaim_worker"
+	storeOpRelease               storeOp = "release"
+	storeOpReleaseWorker         storeOp = "release_worker"
+	storeOpRenewLease            storeOp = "renew_lease"
+	storeOpStats                 storeOp = "stats"
+	storeOpSyncWorkers           storeOp = "sync_workers"
 )
+
+// redisOp is the op label of dts_redis_errors_total: which Redis operation
+// failed. Every value is a constant below, listed in redisOps.
+type redisOp string
+
+const (
+	redisOpDeliver          redisOp = "deliver"
+	redisOpDLQLen           redisOp = "dlq_len"
+	redisOpDLQPush          redisOp = "dlq_push"
+	redisOpDLQRebuild       redisOp = "dlq_rebuild"
+	redisOpDropWorkerQueues redisOp = "drop_worker_queues"
+	redisOpHeartbeatRead    redisOp = "heartbeat_read"
+	redisOpRemoveDeliveries redisOp = "remove_deliveries"
+	redisOpResultsAck       redisOp = "results_ack"
+	redisOpResultsGroup     redisOp = "results_group"
+	redisOpResultsRead      redisOp = "results_read"
+)
+
+var (
+	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpStats, storeOpSyncWorkers}
+	redisOps = []redisOp{redisOpDeliver, redisOpDLQLen, redisOpDLQPush, redisOpDLQRebuild, redisOpDropWorkerQueues, redisOpHeartbeatRead, redisOpRemoveDeliveries, redisOpResultsAck, redisOpResultsGroup, redisOpResultsRead}
+)
+
+// countStoreError counts a failed PostgreSQL operation.
+func (m *metrics) countStoreError(op storeOp) { m.storeErrors.WithLabelValues(string(op)).Inc() }
+
+// countRedisError counts a failed Redis operation.
+func (m *metrics) countRedisError(op redisOp) { m.redisErrors.WithLabelValues(string(op)).Inc() }
 
 // stateCollector reads depth and fleet gauges at scrape time: the DLQ and
 // queue from PostgreSQL (the truth, so a standby reports them too), the
@@ -150,12 +195,12 @@ type stateCollector struct {
 	inFlight  *prometheus.Desc
 	freeSlots *prometheus.Desc
 	hbAge     *prometheus.Desc
-	errors    *prometheus.CounterVec
+	metrics   *metrics
 }
 
-func newStateCollector(s *store.Store, reg func() *registry.Registry, errs *prometheus.CounterVec) *stateCollector {
+func newStateCollector(s *store.Store, reg func() *registry.Registry, m *metrics) *stateCollector {
 	return &stateCollector{
-		store: s, registry: reg, errors: errs,
+		store: s, registry: reg, metrics: m,
 		queue:     prometheus.NewDesc("jobs_in_queue", "Jobs due to run and waiting for a worker (pending or retrying, due now).", nil, nil),
 		dlq:       prometheus.NewDesc("jobs_in_dlq", "Jobs in the dead-letter queue (failed).", nil, nil),
 		oldest:    prometheus.NewDesc("dts_oldest_pending_job_age_seconds", "How long the oldest due job has waited.", nil, nil),
@@ -177,7 +222,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if st, err := c.store.StatsGet(ctx); err != nil {
-		c.errors.WithLabelValues("stats").Inc()
+		c.metrics.countStoreError(storeOpStats)
 	} else {
 		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(st.QueueDepth))
 		ch <- prometheus.MustNewConstMetric(c.dlq, prometheus.GaugeValue, float64(st.DeadDepth))

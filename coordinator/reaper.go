@@ -90,7 +90,7 @@ func (r *reaper) tick(ctx context.Context) {
 	}
 	outs, err := r.store.JobReclaimExpired(ctx, r.l.epoch, r.retry)
 	if err != nil {
-		r.storeError(ctx, "reclaim_expired", err)
+		r.storeError(ctx, storeOpReclaimExpired, err)
 		return
 	}
 	r.metrics.leaseTimeouts.Add(float64(len(outs)))
@@ -113,7 +113,7 @@ func (r *reaper) reclaimWorker(ctx context.Context, w registry.Expired) {
 	}
 	outs, err := r.store.JobReclaimLeases(ctx, r.l.epoch, ls, r.retry)
 	if err != nil {
-		r.storeError(ctx, "reclaim_worker", err)
+		r.storeError(ctx, storeOpReclaimWorker, err)
 		return // its leases expire and are reclaimed by lease_timeout
 	}
 	for _, x := range w.Leases {
@@ -121,7 +121,7 @@ func (r *reaper) reclaimWorker(ctx context.Context, w registry.Expired) {
 	}
 	r.afterReclaim(ctx, outs, job.ReasonWorkerFailure)
 	if _, err := r.queue.RemoveDeliveries(ctx, w.ID, tokens); err != nil {
-		r.redisError(ctx, "remove_deliveries", err)
+		r.redisError(ctx, redisOpRemoveDeliveries, err)
 	}
 }
 
@@ -135,15 +135,15 @@ func (r *reaper) releaseStopped(ctx context.Context, id string) {
 	}
 	released, err := r.store.JobReleaseMany(ctx, r.l.epoch, rs)
 	if err != nil {
-		r.storeError(ctx, "release_worker", err)
+		r.storeError(ctx, storeOpReleaseWorker, err)
 		return
 	}
 	r.l.workers.Forget(id) // it left on purpose: not a worker down
 	if err := r.store.WorkerDelete(ctx, r.l.epoch, id); err != nil {
-		r.storeError(ctx, "sync_workers", err)
+		r.storeError(ctx, storeOpSyncWorkers, err)
 	}
 	if err := r.queue.DropWorkerQueues(ctx, id); err != nil {
-		r.redisError(ctx, "drop_worker_queues", err)
+		r.redisError(ctx, redisOpDropWorkerQueues, err)
 	}
 	r.metrics.reclaimed.WithLabelValues("worker_stopped").Add(float64(len(released)))
 	r.log.InfoContext(ctx, "worker stopped; released the jobs it left leased", "worker_id", id, "released", len(released), "job_ids", released)

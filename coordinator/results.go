@@ -71,7 +71,7 @@ func (a *resultApplier) Start(ctx context.Context) error {
 
 func (a *resultApplier) run(ctx context.Context) {
 	if err := a.queue.EnsureResultsGroup(ctx); err != nil {
-		a.redisError(ctx, "results_group", err)
+		a.redisError(ctx, redisOpResultsGroup, err)
 	}
 	rescan := cmp.Or(a.rescan, defaultResultsRescan)
 	pending, lastRescan := true, time.Now()
@@ -84,7 +84,7 @@ func (a *resultApplier) run(ctx context.Context) {
 		}
 		rs, bad, err := a.queue.ReadResults(ctx, pending, a.cfg.ResultBatch, a.cfg.HeartbeatInterval)
 		if err != nil {
-			a.redisError(ctx, "results_read", err)
+			a.redisError(ctx, redisOpResultsRead, err)
 			pending = true
 			continue
 		}
@@ -98,7 +98,7 @@ func (a *resultApplier) run(ctx context.Context) {
 		}
 		if len(rs) > 0 {
 			if err := a.apply(ctx, a.allowed(rs)); err != nil {
-				a.storeError(ctx, "apply_results", err)
+				a.storeError(ctx, storeOpApplyResults, err)
 				pending = true // not acknowledged: read them again
 				sleepCtx(ctx, 200*time.Millisecond)
 				continue
@@ -110,7 +110,7 @@ func (a *resultApplier) run(ctx context.Context) {
 		}
 		if err := a.queue.AckResults(ctx, ids); err != nil {
 			// Applied but not acknowledged: they come back as stale.
-			a.redisError(ctx, "results_ack", err)
+			a.redisError(ctx, redisOpResultsAck, err)
 		}
 	}
 }
@@ -304,7 +304,7 @@ func afterFailures(ctx context.Context, b *base, q deadPusher, outs []store.Fail
 		}
 	}
 	if err := q.PushDead(ctx, dead); err != nil {
-		b.redisError(ctx, "dlq_push", err)
+		b.redisError(ctx, redisOpDLQPush, err)
 	}
 }
 

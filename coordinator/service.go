@@ -110,26 +110,26 @@ func (s *loop) Stop() {
 
 // storeError counts and logs a failed PostgreSQL operation. A write refused
 // because the epoch was superseded deposes this leader instead.
-func (b *base) storeError(ctx context.Context, op string, err error) {
+func (b *base) storeError(ctx context.Context, op storeOp, err error) {
 	if store.IsDeposed(err) {
-		b.log.Warn("a write found this leader deposed; stopping", "op", op, "epoch", b.l.epoch, "error", err)
+		b.log.WarnContext(ctx, "a write found this leader deposed; stopping", "op", op, "epoch", b.l.epoch, "error", err)
 		b.l.depose()
 		return
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	b.metrics.storeErrors.WithLabelValues(op).Inc()
+	b.metrics.countStoreError(op)
 	b.log.ErrorContext(ctx, "postgres operation failed", "op", op, "error", err)
 }
 
 // redisError counts and logs a failed Redis operation and pauses a little,
 // so that a loop retrying it does not spin.
-func (b *base) redisError(ctx context.Context, op string, err error) {
+func (b *base) redisError(ctx context.Context, op redisOp, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	b.metrics.redisErrors.WithLabelValues(op).Inc()
+	b.metrics.countRedisError(op)
 	b.log.ErrorContext(ctx, "redis operation failed", "op", op, "error", err)
 	sleepCtx(ctx, 200*time.Millisecond)
 }

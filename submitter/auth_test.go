@@ -16,9 +16,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/dtsched/dts/internal/auth"
-	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
 
@@ -139,17 +139,17 @@ func TestAuthPerRoute(t *testing.T) {
 				status  int
 				code    string
 			}{
-				{"no token", nil, 401, httpx.CodeUnauthorized},
-				{"not bearer", []string{"Authorization", "Basic YWRtaW46YWRtaW4="}, 401, httpx.CodeUnauthorized},
-				{"bad signature", bearer(sign(t, jwt.SigningMethodHS256, []byte("wrong-secret-wrong-secret-wrong!!"), rt.scope)), 401, httpx.CodeUnauthorized},
-				{"expired jwt", bearer(jwtFor(t, rt.scope, func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Hour).Unix() })), 401, httpx.CodeUnauthorized},
-				{"wrong issuer", bearer(jwtFor(t, rt.scope, func(c jwt.MapClaims) { c["iss"] = "someone-else" })), 401, httpx.CodeUnauthorized},
-				{"alg none", bearer(none), 401, httpx.CodeUnauthorized},
-				{"revoked key", bearer(revokedKey), 401, httpx.CodeUnauthorized},
-				{"expired key", bearer(expiredKey), 401, httpx.CodeUnauthorized},
-				{"unknown key", bearer(strings.Replace(rightKey, rightKey[5:9], "AAAA", 1)), 401, httpx.CodeUnauthorized},
-				{"wrong scope jwt", bearer(jwtFor(t, wrongScope[rt.scope])), 403, httpx.CodeForbidden},
-				{"wrong scope key", bearer(wrongKey), 403, httpx.CodeForbidden},
+				{"no token", nil, 401, wire.CodeUnauthorized},
+				{"not bearer", []string{"Authorization", "Basic YWRtaW46YWRtaW4="}, 401, wire.CodeUnauthorized},
+				{"bad signature", bearer(sign(t, jwt.SigningMethodHS256, []byte("wrong-secret-wrong-secret-wrong!!"), rt.scope)), 401, wire.CodeUnauthorized},
+				{"expired jwt", bearer(jwtFor(t, rt.scope, func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Hour).Unix() })), 401, wire.CodeUnauthorized},
+				{"wrong issuer", bearer(jwtFor(t, rt.scope, func(c jwt.MapClaims) { c["iss"] = "someone-else" })), 401, wire.CodeUnauthorized},
+				{"alg none", bearer(none), 401, wire.CodeUnauthorized},
+				{"revoked key", bearer(revokedKey), 401, wire.CodeUnauthorized},
+				{"expired key", bearer(expiredKey), 401, wire.CodeUnauthorized},
+				{"unknown key", bearer(strings.Replace(rightKey, rightKey[5:9], "AAAA", 1)), 401, wire.CodeUnauthorized},
+				{"wrong scope jwt", bearer(jwtFor(t, wrongScope[rt.scope])), 403, wire.CodeForbidden},
+				{"wrong scope key", bearer(wrongKey), 403, wire.CodeForbidden},
 				{"right scope jwt", bearer(jwtFor(t, rt.scope)), rt.ok, ""},
 				{"right scope key", bearer(rightKey), rt.ok, ""},
 				{"admin key", bearer(adminKey), rt.ok, ""},
@@ -412,7 +412,7 @@ func TestRateLimitWithoutAuth(t *testing.T) {
 		}
 	}
 	status, b := e.do("GET", "/stats", "")
-	if status != 429 || errCode(t, b) != httpx.CodeRateLimited {
+	if status != 429 || errCode(t, b) != wire.CodeRateLimited {
 		t.Fatalf("%d %s", status, b)
 	}
 }

@@ -91,7 +91,7 @@ func (g *backlogGuard) check(ctx context.Context) {
 		if ctx.Err() == nil {
 			// Keep the last answer: inserts fail anyway while the
 			// database cannot be read.
-			g.log.Warn("counting the backlog failed", "err", err)
+			g.log.WarnContext(ctx, "counting the backlog failed", "error", err)
 		}
 		return
 	}
@@ -99,9 +99,9 @@ func (g *backlogGuard) check(ctx context.Context) {
 	if full := n >= g.max; full != g.refusing {
 		g.refusing = full
 		if full {
-			g.log.Warn("backlog at its bound: refusing submissions until workers catch up", "due_jobs", n, "max_backlog", g.max)
+			g.log.WarnContext(ctx, "backlog at its bound: refusing submissions until workers catch up", "due_jobs", n, "max_backlog", g.max)
 		} else {
-			g.log.Info("backlog under its bound again: accepting submissions", "due_jobs", n, "max_backlog", g.max)
+			g.log.InfoContext(ctx, "backlog under its bound again: accepting submissions", "due_jobs", n, "max_backlog", g.max)
 		}
 	}
 }

@@ -1,17 +1,17 @@
 package submitter
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/config"
 )
 
 // Config configures a submitter. The zero value of every field means its
 // default; New applies WithDefaults and then checks the result.
 type Config struct {
-	// Addr is the address cmd/submitter listens on. Default 127.0.0.1:8000.
+	// Addr is the address cmd/submitter listens on. Default DefaultAddr
+	// (127.0.0.1:8000).
 	// (Run takes a listener; Addr is only carried for main.)
 	Addr string
 	// DatabaseURL is the PostgreSQL connection string. Required.
@@ -21,23 +21,30 @@ type Config struct {
 	// RedisPrefix namespaces every Redis key. Default "" (none).
 	RedisPrefix string
 	// MaxBodyBytes limits a request body, except on POST /submit_jobs.
-	// Default 2 MiB.
+	// Default DefaultMaxBodyBytes (2 MiB).
 	MaxBodyBytes int64
-	// MaxBatchBodyBytes limits the body of POST /submit_jobs. Default 16 MiB.
+	// MaxBatchBodyBytes limits the body of POST /submit_jobs. Default
+	// DefaultMaxBatchBodyBytes (16 MiB).
 	MaxBatchBodyBytes int64
 	// MaxPayloadBytes limits one job's payload, compact JSON with numbers
-	// written out in full. Default 1 MiB; at most MaxBodyBytes.
+	// written out in full. Default DefaultMaxPayloadBytes (1 MiB); at least
+	// 4 and at most MaxBodyBytes.
 	MaxPayloadBytes int
-	// ReadHeaderTimeout bounds reading a request's headers. Default 5s.
+	// ReadHeaderTimeout bounds reading a request's headers. Default
+	// DefaultReadHeaderTimeout (5s).
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a whole request. Default 30s.
+	// ReadTimeout bounds reading a whole request. Default
+	// DefaultReadTimeout (30s).
 	ReadTimeout time.Duration
-	// WriteTimeout bounds handling a request and writing its answer. Default 30s.
+	// WriteTimeout bounds handling a request and writing its answer.
+	// Default DefaultWriteTimeout (30s).
 	WriteTimeout time.Duration
-	// IdleTimeout closes keep-alive connections idle this long. Default 120s.
+	// IdleTimeout closes keep-alive connections idle this long. Default
+	// DefaultIdleTimeout (120s).
 	IdleTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown once Run's context is
-	// canceled; requests still running then are cut off. Default 10s.
+	// canceled; requests still running then are cut off. Default
+	// DefaultShutdownTimeout (10s).
 	ShutdownTimeout time.Duration
 
 	// Auth says which bearer tokens the API accepts: JWTs (HS256 secret,
@@ -49,36 +56,48 @@ type Config struct {
 	// else must guard the port). Default false: New and Run refuse.
 	InsecureNoAuth bool
 	// RateLimitRPS is the sustained request rate of each caller: each token,
-	// or each client IP when auth is off. Default 1000; negative: no limit.
+	// or each client IP when auth is off. Default DefaultRateLimitRPS
+	// (1000); negative: no limit.
 	RateLimitRPS float64
 	// RateLimitBurst is how many requests a caller may send at once above
-	// its rate. Default 2000.
+	// its rate. Default DefaultRateLimitBurst (2000).
 	RateLimitBurst int
 	// MaxConcurrentRequests caps API requests in progress; more are
-	// answered 503 overloaded at once. Default 512; negative: no cap.
+	// answered 503 overloaded at once. Default DefaultMaxConcurrentRequests
+	// (512); negative: no cap.
 	MaxConcurrentRequests int
 	// MaxBacklog bounds the due jobs waiting for a worker: while at least
 	// this many wait, submissions are answered 503 backlog_full with
 	// Retry-After, so that clients faster than the workers cannot take the
 	// database from them. Approximate: counted every BacklogCheckInterval,
 	// plus the due jobs this submitter accepted since the last count.
-	// Default 0: no bound (the queue absorbs any burst).
+	// Default DefaultMaxBacklog (0): no bound (the queue absorbs any
+	// burst).
 	MaxBacklog int64
 	// BacklogCheckInterval is how often the backlog is counted when
-	// MaxBacklog is set. Default 1s.
+	// MaxBacklog is set. Default DefaultBacklogCheckInterval (1s).
 	BacklogCheckInterval time.Duration
 }
 
-// Defaults.
+// Defaults of Config, which WithDefaults applies and cmd/submitter's flags
+// start from.
 const (
 	DefaultAddr              = "127.0.0.1:8000"
 	DefaultMaxBodyBytes      = 2 << 20
 	DefaultMaxBatchBodyBytes = 16 << 20
 	DefaultMaxPayloadBytes   = 1 << 20
 
+	DefaultReadHeaderTimeout    = 5 * time.Second
+	DefaultReadTimeout          = 30 * time.Second
+	DefaultWriteTimeout         = 30 * time.Second
+	DefaultIdleTimeout          = 120 * time.Second
+	DefaultShutdownTimeout      = 10 * time.Second
+	DefaultBacklogCheckInterval = time.Second
+
 	DefaultRateLimitRPS          = 1000
 	DefaultRateLimitBurst        = 2000
 	DefaultMaxConcurrentRequests = 512
+	DefaultMaxBacklog            = 0
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -100,12 +119,12 @@ func (c Config) WithDefaults() Config {
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
-	def(&c.ReadHeaderTimeout, 5*time.Second)
-	def(&c.ReadTimeout, 30*time.Second)
-	def(&c.WriteTimeout, 30*time.Second)
-	def(&c.IdleTimeout, 120*time.Second)
-	def(&c.ShutdownTimeout, 10*time.Second)
-	def(&c.BacklogCheckInterval, time.Second)
+	def(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	def(&c.BacklogCheckInterval, DefaultBacklogCheckInterval)
 	if c.RateLimitRPS == 0 {
 		c.RateLimitRPS = DefaultRateLimitRPS
 	}
@@ -123,17 +142,16 @@ func (c Config) WithDefaults() Config {
 // without auth) fails at once instead of being retried.
 func (c Config) Validate() error { return c.WithDefaults().validate() }
 
-// validate checks a config that WithDefaults has filled in.
+// validate checks a config that WithDefaults has filled in, and names
+// every bad field.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config %s: %s", field, fmt.Sprintf(format, args...)))
-	}
+	var check config.Check
+	bad := check.Bad
 	if c.DatabaseURL == "" {
-		bad("DatabaseURL", "required")
+		bad("DatabaseURL", "is required")
 	}
 	if c.RedisURL == "" {
-		bad("RedisURL", "required")
+		bad("RedisURL", "is required")
 	}
 	if c.MaxBodyBytes < 1 {
 		bad("MaxBodyBytes", "must be positive, got %d", c.MaxBodyBytes)
@@ -157,7 +175,7 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.Auth.Validate(); err != nil {
-		bad("Auth", "%v", err)
+		bad("Auth", "is invalid: %v", err)
 	}
 	if c.MaxBacklog < 0 {
 		bad("MaxBacklog", "must not be negative (0: no bound), got %d", c.MaxBacklog)
@@ -166,7 +184,7 @@ func (c Config) validate() error {
 		bad("RateLimitBurst", "must be positive, got %d", c.RateLimitBurst)
 	}
 	if err := auth.CheckListen(c.Addr, c.Auth.Enabled(), c.InsecureNoAuth); err != nil {
-		errs = append(errs, err)
+		bad("Addr", "is refused: %v", err)
 	}
-	return errors.Join(errs...)
+	return check.Err()
 }

@@ -169,7 +169,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 		res, err = s.store.JobInsert(ctx, params)
 	}
 	if err != nil {
-		return nil, 0, s.storeError("insert", err)
+		return nil, 0, s.storeError(storeOpInsert, err)
 	}
 	out := make([]wire.SubmitResponse, len(res))
 	var existing []int64
@@ -183,7 +183,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 			existing = append(existing, r.ID)
 		}
 		if debug {
-			s.logger.Debug("job submitted", "job_id", r.ID, "name", params[i].Name, "created", r.Created)
+			s.logger.DebugContext(ctx, "job submitted", "job_id", r.ID, "name", params[i].Name, "created", r.Created)
 		}
 	}
 	s.metrics.submitted.Add(float64(created))
@@ -197,7 +197,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	}
 	states, err := s.store.JobStateGetMany(ctx, existing)
 	if err != nil {
-		return nil, 0, s.storeError("state_get", err)
+		return nil, 0, s.storeError(storeOpStateGet, err)
 	}
 	for i, r := range res {
 		if r.Created {
@@ -223,7 +223,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	j, err := s.store.JobGet(r.Context(), id)
 	if err != nil {
-		return s.storeError("get", err)
+		return s.storeError(storeOpGet, err)
 	}
 	httpx.WriteJSON(w, http.StatusOK, jobView(j))
 	return nil
@@ -252,7 +252,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	jobs, next, err := s.store.JobList(r.Context(), p)
 	if err != nil {
-		return s.storeError("list", err)
+		return s.storeError(storeOpList, err)
 	}
 	resp := wire.JobListResponse{Jobs: make([]wire.Job, len(jobs))}
 	for i, j := range jobs {
@@ -280,7 +280,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	}
 	dead, next, err := s.store.DeadListPage(r.Context(), p)
 	if err != nil {
-		return s.storeError("dead_list", err)
+		return s.storeError(storeOpDeadList, err)
 	}
 	resp := wire.DLQResponse{Jobs: make([]wire.DLQJob, len(dead))}
 	for i, d := range dead {
@@ -320,7 +320,7 @@ func parseDeadCursor(s string) (*store.DeadCursor, error) {
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.store.StatsGet(r.Context())
 	if err != nil {
-		return s.storeError("stats", err)
+		return s.storeError(storeOpStats, err)
 	}
 	resp := wire.StatsResponse{
 		Jobs:                 make(map[string]int64, len(job.States)),
@@ -351,7 +351,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	res, err := s.store.JobCancel(r.Context(), id)
 	if err != nil {
 		done(failure(err))
-		return s.storeError("cancel", err)
+		return s.storeError(storeOpCancel, err)
 	}
 	if res.State != job.StateLeased {
 		done(map[string]any{"result": "ok", "state": string(res.State)})
@@ -365,8 +365,8 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	ctl := wire.Control{Op: wire.OpCancel, JobID: id, LeaseToken: res.LeaseToken, Reason: job.ReasonCanceled}
 	if err := s.queue.SendControl(ctx, res.WorkerID, ctl); err != nil {
-		s.metrics.redisErrors.WithLabelValues("send_control").Inc()
-		s.logger.Warn("send cancel to worker", "job_id", id, "worker_id", res.WorkerID, "error", err)
+		s.metrics.countRedisError(redisOpSendControl)
+		s.logger.WarnContext(ctx, "send cancel to worker", "job_id", id, "worker_id", res.WorkerID, "error", err)
 	}
 	httpx.WriteJSON(w, http.StatusAccepted, wire.SubmitResponse{JobID: formatID(id), Status: string(job.StateLeased), CancelRequested: true})
 	return nil
@@ -384,7 +384,7 @@ func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := s.store.JobRequeueDead(r.Context(), id); err != nil {
 		done(failure(err))
-		return s.storeError("requeue", err)
+		return s.storeError(storeOpRequeue, err)
 	}
 	done(map[string]any{"result": "ok", "state": string(job.StatePending)})
 	s.wake()
@@ -409,13 +409,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	wg.Wait()
 	var failed []string
 	if pgErr != nil {
-		s.metrics.storeErrors.WithLabelValues("ping").Inc()
-		s.logger.Warn("readiness: postgresql", "error", pgErr)
+		s.metrics.countStoreError(storeOpPing)
+		s.logger.WarnContext(ctx, "readiness: postgresql", "error", pgErr)
 		failed = append(failed, "postgresql")
 	}
 	if redisErr != nil {
-		s.metrics.redisErrors.WithLabelValues("ping").Inc()
-		s.logger.Warn("readiness: redis", "error", redisErr)
+		s.metrics.countRedisError(redisOpPing)
+		s.logger.WarnContext(ctx, "readiness: redis", "error", redisErr)
 		failed = append(failed, "redis")
 	}
 	if len(failed) > 0 {
@@ -429,9 +429,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 
 // storeError counts an unexpected store error; sentinels (not found,
 // conflict) are answers, not errors. The error goes on to httpx.Classify.
-func (s *Server) storeError(op string, err error) error {
+func (s *Server) storeError(op storeOp, err error) error {
 	if !errors.Is(err, job.ErrNotFound) && !errors.Is(err, job.ErrConflict) && !errors.Is(err, context.Canceled) {
-		s.metrics.storeErrors.WithLabelValues(op).Inc()
+		s.metrics.countStoreError(op)
 	}
 	return err
 }

@@ -51,12 +51,54 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.submitted, m.deduplicated, m.wakeErrors, m.insertRows, m.backlogFull, m.storeErrors, m.redisErrors)
 	// Export every series from the start, so that rate() sees the first error.
-	for _, op := range []string{"insert", "state_get", "get", "list", "dead_list", "stats", "cancel", "requeue", "ping",
-		"audit", "audit_list", "token_create", "token_list", "token_revoke"} {
-		m.storeErrors.WithLabelValues(op)
+	for _, op := range storeOps {
+		m.storeErrors.WithLabelValues(string(op))
 	}
-	for _, op := range []string{"wake", "send_control", "ping"} {
-		m.redisErrors.WithLabelValues(op)
+	for _, op := range redisOps {
+		m.redisErrors.WithLabelValues(string(op))
 	}
 	return m
 }
+
+// storeOp is the op label of dts_store_errors_total: which PostgreSQL
+// operation failed. Every value is a constant below, listed in storeOps,
+// so that newMetrics creates its series at zero (TestOpLabelsPreCreated).
+type storeOp string
+
+const (
+	storeOpInsert      storeOp = "insert"
+	storeOpStateGet    storeOp = "state_get"
+	storeOpGet         storeOp = "get"
+	storeOpList        storeOp = "list"
+	storeOpDeadList    storeOp = "dead_list"
+	storeOpStats       storeOp = "stats"
+	storeOpCancel      storeOp = "cancel"
+	storeOpRequeue     storeOp = "requeue"
+	storeOpPing        storeOp = "ping"
+	storeOpAudit       storeOp = "audit"
+	storeOpAuditList   storeOp = "audit_list"
+	storeOpTokenCreate storeOp = "token_create"
+	storeOpTokenList   storeOp = "token_list"
+	storeOpTokenRevoke storeOp = "token_revoke"
+)
+
+// redisOp is the op label of dts_redis_errors_total: which Redis operation
+// failed. Every value is a constant below, listed in redisOps.
+type redisOp string
+
+const (
+	redisOpWake        redisOp = "wake"
+	redisOpSendControl redisOp = "send_control"
+	redisOpPing        redisOp = "ping"
+)
+
+var (
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke}
+	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
+)
+
+// countStoreError counts a failed PostgreSQL operation.
+func (m *metrics) countStoreError(op storeOp) { m.storeErrors.WithLabelValues(string(op)).Inc() }
+
+// countRedisError counts a failed Redis operation.
+func (m *metrics) countRedisError(op redisOp) { m.redisErrors.WithLabelValues(string(op)).Inc() }

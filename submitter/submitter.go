@@ -144,9 +144,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	switch {
 	case s.cfg.Auth.Enabled():
 	case auth.IsLoopbackAddr(addr):
-		s.logger.Warn(auth.LoopbackWarning, "addr", addr)
+		s.logger.WarnContext(ctx, auth.LoopbackWarning, "addr", addr)
 	default:
-		s.logger.Warn("auth is off and the API is reachable beyond loopback (--insecure-no-auth): anyone who can reach it controls every job", "addr", addr)
+		s.logger.WarnContext(ctx, "auth is off and the API is reachable beyond loopback (--insecure-no-auth): anyone who can reach it controls every job", "addr", addr)
 	}
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -159,7 +159,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	s.logger.Info("submitter listening", "addr", ln.Addr().String())
+	s.logger.InfoContext(ctx, "submitter listening", "addr", ln.Addr().String())
 
 	select {
 	case err := <-served:
@@ -167,7 +167,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.stopping.Store(true)
-	s.logger.Info("submitter shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	s.logger.InfoContext(ctx, "submitter shutting down", "timeout", s.cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
@@ -178,7 +178,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		_ = srv.Close() // cut off what is still running
 		return fmt.Errorf("shut down http: %w", err)
 	}
-	s.logger.Info("submitter stopped")
+	s.logger.InfoContext(ctx, "submitter stopped")
 	return nil
 }
 
@@ -245,7 +245,7 @@ func (s *Server) publishWake(ctx context.Context) {
 	defer cancel()
 	if err := s.queue.Wake(pctx); err != nil && ctx.Err() == nil {
 		s.metrics.wakeErrors.Inc()
-		s.metrics.redisErrors.WithLabelValues("wake").Inc()
-		s.logger.Debug("wake coordinator", "error", err)
+		s.metrics.countRedisError(redisOpWake)
+		s.logger.DebugContext(ctx, "wake coordinator", "error", err)
 	}
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/dtsched/dts/client"
 	"github.com/dtsched/dts/coordinator"
 	"github.com/dtsched/dts/internal/auth"
-	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 	"github.com/dtsched/dts/worker"
 )
@@ -333,10 +333,10 @@ func TestTokens(t *testing.T) {
 func TestAuthCodesMatchTheServer(t *testing.T) {
 	t.Parallel()
 	for sentinel, code := range map[*client.Error]string{
-		client.ErrUnauthorized: httpx.CodeUnauthorized,
-		client.ErrForbidden:    httpx.CodeForbidden,
-		client.ErrRateLimited:  httpx.CodeRateLimited,
-		client.ErrOverloaded:   httpx.CodeOverloaded,
+		client.ErrUnauthorized: wire.CodeUnauthorized,
+		client.ErrForbidden:    wire.CodeForbidden,
+		client.ErrRateLimited:  wire.CodeRateLimited,
+		client.ErrOverloaded:   wire.CodeOverloaded,
 	} {
 		if sentinel.Code != code {
 			t.Errorf("client code %q, server %q", sentinel.Code, code)

@@ -14,6 +14,15 @@ import (
 	"time"
 )
 
+// Defaults of the settings every binary shares. The services' Config types
+// require these fields; only the mains fall back to a local server.
+const (
+	// DefaultDatabaseURL is DATABASE_URL's default: PostgreSQL on loopback.
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"
+	// DefaultRedisURL is REDIS_URL's default: Redis on loopback, database 0.
+	DefaultRedisURL = "redis://127.0.0.1:6379/0"
+)
+
 // Env collects parse errors while settings are read; Err reports them.
 type Env struct {
 	errs []error

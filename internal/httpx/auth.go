@@ -10,15 +10,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/auth"
-)
-
-// Error codes of authentication and overload answers. Like wire.Code*,
-// they are part of the API: never rename one.
-const (
-	CodeUnauthorized = "unauthorized" // 401: missing, malformed, badly signed, expired, revoked or unknown token
-	CodeForbidden    = "forbidden"    // 403: the token lacks the route's scope
-	CodeRateLimited  = "rate_limited" // 429: over the caller's rate; see Retry-After
-	CodeOverloaded   = "overloaded"   // 503: too many requests in progress; retry shortly
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // Realm is the realm of WWW-Authenticate challenges.
@@ -112,7 +104,7 @@ func Authenticate(a Authenticator, failures *RateLimiter) func(http.Handler) htt
 					challenge += `, error="invalid_token"`
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
-				WriteError(w, r, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", ae.Reason))
+				WriteError(w, r, Errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "%s", ae.Reason))
 				return
 			case err != nil:
 				WriteError(w, r, err) // the key store failed: 5xx, logged
@@ -155,7 +147,7 @@ func RequireScope(scope string) func(http.Handler) http.Handler {
 					has = "none"
 				}
 				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q, error="insufficient_scope", scope=%q`, Realm, scope))
-				WriteError(w, r, Errorf(http.StatusForbidden, CodeForbidden, "this route needs the %s scope; the token has: %s", scope, has))
+				WriteError(w, r, Errorf(http.StatusForbidden, wire.CodeForbidden, "this route needs the %s scope; the token has: %s", scope, has))
 				return
 			}
 			next.ServeHTTP(w, r)

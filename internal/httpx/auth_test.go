@@ -91,12 +91,12 @@ func TestAuthenticate(t *testing.T) {
 		code       string
 		challenge  string // substring of WWW-Authenticate
 	}{
-		{"no token", "/read", nil, 401, httpx.CodeUnauthorized, `Bearer realm="dts"`},
-		{"bad token", "/read", []string{"Authorization", "Bearer nope"}, 401, httpx.CodeUnauthorized, `error="invalid_token"`},
-		{"two headers", "/read", []string{"Authorization", "Bearer " + secretToken, "Authorization", "Bearer admin"}, 401, httpx.CodeUnauthorized, "invalid_token"},
+		{"no token", "/read", nil, 401, wire.CodeUnauthorized, `Bearer realm="dts"`},
+		{"bad token", "/read", []string{"Authorization", "Bearer nope"}, 401, wire.CodeUnauthorized, `error="invalid_token"`},
+		{"two headers", "/read", []string{"Authorization", "Bearer " + secretToken, "Authorization", "Bearer admin"}, 401, wire.CodeUnauthorized, "invalid_token"},
 		{"store down", "/read", []string{"Authorization", "Bearer db-down"}, 500, wire.CodeInternal, ""},
 		{"right scope", "/read", []string{"Authorization", "Bearer " + secretToken}, 200, "", ""},
-		{"wrong scope", "/admin", []string{"Authorization", "Bearer " + secretToken}, 403, httpx.CodeForbidden, `error="insufficient_scope", scope="admin"`},
+		{"wrong scope", "/admin", []string{"Authorization", "Bearer " + secretToken}, 403, wire.CodeForbidden, `error="insufficient_scope", scope="admin"`},
 		{"admin implies read", "/read", []string{"Authorization", "Bearer admin"}, 200, "", ""},
 	}
 	for _, tt := range tests {
@@ -145,7 +145,7 @@ func TestAuthenticateFailureLimit(t *testing.T) {
 	// The budget is spent: more bad tokens get 429.
 	for _, hdr := range []string{"Bearer guess3", "Bearer guess0", ""} {
 		rec := serve(h, "GET", "/read", "Authorization", hdr)
-		if rec.Code != 429 || errorCode(t, rec) != httpx.CodeRateLimited || rec.Header().Get("Retry-After") != "1" {
+		if rec.Code != 429 || errorCode(t, rec) != wire.CodeRateLimited || rec.Header().Get("Retry-After") != "1" {
 			t.Fatalf("after 3 failures, %q: %d %q Retry-After %q", hdr, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
 		}
 	}
@@ -201,7 +201,7 @@ func TestAuthenticateJWTAudience(t *testing.T) {
 		if rec.Code != tt.status {
 			t.Errorf("aud %v: %d %s, want %d", tt.aud, rec.Code, rec.Body, tt.status)
 		}
-		if tt.status == 401 && (errorCode(t, rec) != httpx.CodeUnauthorized || !strings.Contains(rec.Body.String(), "audience")) {
+		if tt.status == 401 && (errorCode(t, rec) != wire.CodeUnauthorized || !strings.Contains(rec.Body.String(), "audience")) {
 			t.Errorf("aud %v: %s, want unauthorized naming the audience", tt.aud, rec.Body)
 		}
 	}
@@ -324,7 +324,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	rec := serve(r, "GET", "/x", "Authorization", "Bearer a")
-	if rec.Code != 429 || errorCode(t, rec) != httpx.CodeRateLimited || rec.Header().Get("Retry-After") != "2" {
+	if rec.Code != 429 || errorCode(t, rec) != wire.CodeRateLimited || rec.Header().Get("Retry-After") != "2" {
 		t.Fatalf("over the burst: %d %s Retry-After %q", rec.Code, rec.Body, rec.Header().Get("Retry-After"))
 	}
 	// Buckets are per token.
@@ -378,7 +378,7 @@ func TestLimitConcurrency(t *testing.T) {
 	<-entered
 	<-entered
 	rec := serve(r, "GET", "/slow")
-	if rec.Code != 503 || errorCode(t, rec) != httpx.CodeOverloaded || rec.Header().Get("Retry-After") != "1" {
+	if rec.Code != 503 || errorCode(t, rec) != wire.CodeOverloaded || rec.Header().Get("Retry-After") != "1" {
 		t.Errorf("over the cap: %d %s", rec.Code, rec.Body)
 	}
 	close(release)

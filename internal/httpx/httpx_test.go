@@ -265,3 +265,22 @@ func mustCounter(t *testing.T, reg *prometheus.Registry, route, method, code str
 	t.Fatalf("no http_requests_total{route=%q,method=%q,code=%q}", route, method, code)
 	return nil
 }
+
+// TestHealthzWith: the details sit beside "status": "ok", which they
+// cannot override.
+func TestHealthzWith(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		details func() map[string]any
+		want    string
+	}{
+		{nil, `{"status":"ok"}`},
+		{func() map[string]any { return map[string]any{"role": "leader", "status": "bad"} }, `{"role":"leader","status":"ok"}`},
+	} {
+		rec := httptest.NewRecorder()
+		httpx.HealthzWith(tt.details)(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != tt.want {
+			t.Errorf("HealthzWith = %d %s, want 200 %s", rec.Code, got, tt.want)
+		}
+	}
+}

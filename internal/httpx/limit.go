@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // RateLimiter is a set of token buckets, one per key (a token, or a client
@@ -167,7 +168,7 @@ func RateLimit(l *RateLimiter) func(http.Handler) http.Handler {
 func rateLimited(w http.ResponseWriter, r *http.Request, wait time.Duration, msg string) {
 	secs := max(int64(math.Ceil(wait.Seconds())), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	WriteError(w, r, Errorf(http.StatusTooManyRequests, CodeRateLimited, "%s; retry in %d s", msg, secs))
+	WriteError(w, r, Errorf(http.StatusTooManyRequests, wire.CodeRateLimited, "%s; retry in %d s", msg, secs))
 }
 
 // LimitConcurrency answers 503 overloaded, with Retry-After: 1, when n
@@ -186,7 +187,7 @@ func LimitConcurrency(n int) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 			default:
 				w.Header().Set("Retry-After", "1")
-				WriteError(w, r, Errorf(http.StatusServiceUnavailable, CodeOverloaded,
+				WriteError(w, r, Errorf(http.StatusServiceUnavailable, wire.CodeOverloaded,
 					"too many requests in progress (%d); retry shortly", n))
 			}
 		})

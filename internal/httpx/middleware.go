@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -59,6 +60,20 @@ func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // Healthz answers 200 {"status":"ok"}: the process is up and serving.
 func Healthz(w http.ResponseWriter, _ *http.Request) {
 	WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
+}
+
+// HealthzWith returns the /healthz handler of a service that says more
+// about itself than Healthz (a coordinator its role, a worker its jobs in
+// flight): 200 with {"status":"ok"} plus the fields details returns.
+func HealthzWith(details func() map[string]any) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		body := map[string]any{}
+		if details != nil {
+			maps.Copy(body, details())
+		}
+		body["status"] = "ok"
+		WriteJSON(w, http.StatusOK, body)
+	}
 }
 
 // MetricsHandler serves g in the Prometheus exposition format.
@@ -152,9 +167,11 @@ func Logger(logger *slog.Logger) func(http.Handler) http.Handler {
 			status := statusOf(ww)
 			level := slog.LevelDebug
 			switch {
-			case status == http.StatusServiceUnavailable && (st.code == CodeOverloaded || st.code == wire.CodeBacklogFull):
-				// Load shed on purpose, possibly thousands a second: the
-				// metrics count them; the log is for failures.
+			case status == http.StatusServiceUnavailable && (st.code == wire.CodeOverloaded || st.code == wire.CodeBacklogFull ||
+				st.code == wire.CodeNotLeader):
+				// Load shed on purpose, possibly thousands a second, or a
+				// standby coordinator doing its job: the metrics count
+				// them; the log is for failures.
 				level = slog.LevelInfo
 			case status >= 500:
 				level = slog.LevelError

@@ -150,4 +150,9 @@ const (
 	CodeCanceled             = "canceled"               // 499: the client went away first (logs and metrics only)
 	CodeStoreUnavailable     = "store_unavailable"      // 503: PostgreSQL cannot be reached; see Retry-After
 	CodeInternal             = "internal"               // 500: details are in the server log only
+	CodeUnauthorized         = "unauthorized"           // 401: missing, malformed, badly signed, expired, revoked or unknown token
+	CodeForbidden            = "forbidden"              // 403: the token lacks the route's scope
+	CodeRateLimited          = "rate_limited"           // 429: over the caller's rate; see Retry-After
+	CodeOverloaded           = "overloaded"             // 503: too many requests in progress; retry shortly
+	CodeNotLeader            = "not_leader"             // 503 from a standby coordinator's /workers: ask the leader
 )

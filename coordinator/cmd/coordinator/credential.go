@@ -33,7 +33,7 @@ func credentialCommand(ctx context.Context, args []string, stdout, stderr io.Wri
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("coordinator worker-credential "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("database-url", (&envconf.Env{}).String("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"), "PostgreSQL URL [DATABASE_URL]")
+	dbURL := fs.String("database-url", (&envconf.Env{}).String("DATABASE_URL", envconf.DefaultDatabaseURL), "PostgreSQL URL [DATABASE_URL]")
 	workerID := fs.String("worker-id", "", "the worker's id (WORKER_ID)")
 	switch sub {
 	case "create", "revoke", "list":

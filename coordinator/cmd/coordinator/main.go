@@ -34,6 +34,7 @@ import (
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/job"
 )
 
 func main() {
@@ -51,23 +52,23 @@ func run() error {
 		return credentialCommand(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	}
 	var cfg coordinator.Config
-	addr := flag.String("addr", e.String("COORDINATOR_ADDR", "127.0.0.1:9000"), "HTTP listen address (healthz, readyz, metrics, workers) [COORDINATOR_ADDR]")
+	addr := flag.String("addr", e.String("COORDINATOR_ADDR", coordinator.DefaultAddr), "HTTP listen address (healthz, readyz, metrics, workers) [COORDINATOR_ADDR]")
 	flag.StringVar(&cfg.ID, "id", e.String("COORDINATOR_ID", ""), "coordinator id; default hostname-pid [COORDINATOR_ID]")
-	flag.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"), "PostgreSQL URL [DATABASE_URL]")
-	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [REDIS_URL]")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", envconf.DefaultDatabaseURL), "PostgreSQL URL [DATABASE_URL]")
+	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key [REDIS_PREFIX]")
-	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", time.Second), "expected worker heartbeat interval [HEARTBEAT_INTERVAL]")
-	flag.IntVar(&cfg.HeartbeatMisses, "heartbeat-misses", e.Int("HEARTBEAT_MISSES", 3), "missed heartbeats before a worker is unavailable [HEARTBEAT_MISSES]")
-	flag.DurationVar(&cfg.LeaseDuration, "lease-duration", e.Duration("LEASE_DURATION", 10*time.Second), "lease length, extended by heartbeats [LEASE_DURATION]")
-	flag.DurationVar(&cfg.Backoff.Base, "backoff-base", e.Duration("BACKOFF_BASE", time.Second), "retry backoff after the first failure [BACKOFF_BASE]")
-	flag.DurationVar(&cfg.Backoff.Cap, "backoff-cap", e.Duration("BACKOFF_CAP", 5*time.Minute), "largest retry backoff [BACKOFF_CAP]")
-	flag.Float64Var(&cfg.Backoff.Jitter, "backoff-jitter", e.Float("BACKOFF_JITTER", 0.5), "random share of each backoff, 0..1 [BACKOFF_JITTER]")
-	flag.DurationVar(&cfg.PollInterval, "poll-interval", e.Duration("POLL_INTERVAL", 250*time.Millisecond), "longest wait between looks for due jobs [POLL_INTERVAL]")
-	flag.IntVar(&cfg.ClaimBatch, "claim-batch", e.Int("CLAIM_BATCH", 1000), "most jobs leased per statement [CLAIM_BATCH]")
-	flag.DurationVar(&cfg.ElectionInterval, "election-interval", e.Duration("ELECTION_INTERVAL", time.Second), "how often a standby tries to take the leader lease and the leader renews it [ELECTION_INTERVAL]")
-	flag.DurationVar(&cfg.LeaderTTL, "leader-ttl", e.Duration("LEADER_TTL", 0), "how long the leader lease lasts unless renewed (0: 3 x election interval) [LEADER_TTL]")
-	flag.DurationVar(&cfg.RetentionCompleted, "retention-completed", e.Duration("RETENTION_COMPLETED", 24*time.Hour), "keep completed and canceled jobs this long [RETENTION_COMPLETED]")
-	flag.DurationVar(&cfg.RetentionFailed, "retention-failed", e.Duration("RETENTION_FAILED", 7*24*time.Hour), "keep failed (dead) jobs this long [RETENTION_FAILED]")
+	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", coordinator.DefaultHeartbeatInterval), "expected worker heartbeat interval [HEARTBEAT_INTERVAL]")
+	flag.IntVar(&cfg.HeartbeatMisses, "heartbeat-misses", e.Int("HEARTBEAT_MISSES", coordinator.DefaultHeartbeatMisses), "missed heartbeats before a worker is unavailable [HEARTBEAT_MISSES]")
+	flag.DurationVar(&cfg.LeaseDuration, "lease-duration", e.Duration("LEASE_DURATION", coordinator.DefaultLeaseDuration), "lease length, extended by heartbeats [LEASE_DURATION]")
+	flag.DurationVar(&cfg.Backoff.Base, "backoff-base", e.Duration("BACKOFF_BASE", job.DefaultBackoff.Base), "retry backoff after the first failure [BACKOFF_BASE]")
+	flag.DurationVar(&cfg.Backoff.Cap, "backoff-cap", e.Duration("BACKOFF_CAP", job.DefaultBackoff.Cap), "largest retry backoff [BACKOFF_CAP]")
+	flag.Float64Var(&cfg.Backoff.Jitter, "backoff-jitter", e.Float("BACKOFF_JITTER", job.DefaultBackoff.Jitter), "random share of each backoff, 0..1 [BACKOFF_JITTER]")
+	flag.DurationVar(&cfg.PollInterval, "poll-interval", e.Duration("POLL_INTERVAL", coordinator.DefaultPollInterval), "longest wait between looks for due jobs [POLL_INTERVAL]")
+	flag.IntVar(&cfg.ClaimBatch, "claim-batch", e.Int("CLAIM_BATCH", coordinator.DefaultClaimBatch), "most jobs leased per statement [CLAIM_BATCH]")
+	flag.DurationVar(&cfg.ElectionInterval, "election-interval", e.Duration("ELECTION_INTERVAL", coordinator.DefaultElectionInterval), "how often a standby tries to take the leader lease and the leader renews it [ELECTION_INTERVAL]")
+	flag.DurationVar(&cfg.LeaderTTL, "leader-ttl", e.Duration("LEADER_TTL", 0), fmt.Sprintf("how long the leader lease lasts unless renewed (0: %d x election interval) [LEADER_TTL]", coordinator.DefaultLeaderTTLIntervals))
+	flag.DurationVar(&cfg.RetentionCompleted, "retention-completed", e.Duration("RETENTION_COMPLETED", coordinator.DefaultRetentionCompleted), "keep completed and canceled jobs this long [RETENTION_COMPLETED]")
+	flag.DurationVar(&cfg.RetentionFailed, "retention-failed", e.Duration("RETENTION_FAILED", coordinator.DefaultRetentionFailed), "keep failed (dead) jobs this long [RETENTION_FAILED]")
 	secretFile := flag.String("auth-jwt-secret-file", e.String("AUTH_JWT_SECRET_FILE", ""), "file holding the HS256 secret of JWTs; or the secret itself in AUTH_JWT_SECRET [AUTH_JWT_SECRET_FILE]")
 	keyFile := flag.String("auth-jwt-public-key-file", e.String("AUTH_JWT_PUBLIC_KEY_FILE", ""), "PEM public key of JWTs: RSA (RS256) or Ed25519 (EdDSA) [AUTH_JWT_PUBLIC_KEY_FILE]")
 	flag.StringVar(&cfg.Auth.Tokens.JWTIssuer, "auth-jwt-issuer", e.String("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs [AUTH_JWT_ISSUER]")
@@ -118,7 +119,7 @@ func run() error {
 			ln.Close()
 			return err
 		}
-		log.Warn("waiting for PostgreSQL and Redis", "err", err)
+		log.WarnContext(ctx, "waiting for PostgreSQL and Redis", "error", err)
 		time.Sleep(time.Second)
 	}
 	return c.Run(ctx, ln)

@@ -1,22 +1,7 @@
 // Command submitter serves the scheduler's HTTP API (see package submitter
 // and docs/api.md), and manages its API keys. Flags override environment
-// variables, which override the defaults:
-//
-//	-addr                     SUBMITTER_ADDR            127.0.0.1:8000
-//	-database-url             DATABASE_URL              postgres://postgres@127.0.0.1:5432/dts?sslmode=disable
-//	-redis-url                REDIS_URL                 redis://127.0.0.1:6379/0
-//	-redis-prefix             REDIS_PREFIX              ""
-//	-max-payload-bytes        MAX_PAYLOAD_BYTES         1048576
-//	(environment only)        AUTH_JWT_SECRET           "" (HS256 key, 32 bytes or more)
-//	-auth-jwt-secret-file     AUTH_JWT_SECRET_FILE      "" (the same, read from a file)
-//	-auth-jwt-public-key-file AUTH_JWT_PUBLIC_KEY_FILE  "" (PEM: RSA for RS256, Ed25519 for EdDSA)
-//	-auth-jwt-issuer          AUTH_JWT_ISSUER           "" (not checked)
-//	-auth-jwt-audience        AUTH_JWT_AUDIENCE         "" (not checked)
-//	-auth-api-keys            AUTH_API_KEYS             false (accept keys made by "submitter token create")
-//	-insecure-no-auth         INSECURE_NO_AUTH          false
-//	-rate-limit-rps           RATE_LIMIT_RPS            1000 (per token, or per client IP without auth)
-//	-rate-limit-burst         RATE_LIMIT_BURST          2000
-//	-max-concurrent-requests  MAX_CONCURRENT_REQUESTS   512
+// variables, which override the defaults (package submitter's Default...
+// constants). docs/operations.md lists every flag and variable.
 //
 // Without any AUTH_* setting auth is off, and the submitter refuses to
 // listen on anything but loopback unless -insecure-no-auth is given. The
@@ -112,8 +97,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 	var cfg submitter.Config
 	var e envconf.Env
 	fs.StringVar(&cfg.Addr, "addr", e.String("SUBMITTER_ADDR", submitter.DefaultAddr), "listen address (SUBMITTER_ADDR)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
-	fs.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL (REDIS_URL)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", envconf.DefaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL (REDIS_URL)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key (REDIS_PREFIX)")
 	maxPayload := e.Int("MAX_PAYLOAD_BYTES", submitter.DefaultMaxPayloadBytes)
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", maxPayload, "largest job payload in bytes (MAX_PAYLOAD_BYTES)")
@@ -133,7 +118,7 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"requests a caller may send at once above its rate (RATE_LIMIT_BURST)")
 	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", e.Int("MAX_CONCURRENT_REQUESTS", submitter.DefaultMaxConcurrentRequests),
 		"API requests in progress before 503 overloaded; negative: no cap (MAX_CONCURRENT_REQUESTS)")
-	fs.Int64Var(&cfg.MaxBacklog, "max-backlog", int64(e.Int("MAX_BACKLOG", 0)),
+	fs.Int64Var(&cfg.MaxBacklog, "max-backlog", int64(e.Int("MAX_BACKLOG", submitter.DefaultMaxBacklog)),
 		"due jobs waiting for a worker before submissions get 503 backlog_full; 0: no bound (MAX_BACKLOG)")
 	if err := e.Err(); err != nil {
 		return cfg, err
@@ -153,5 +138,3 @@ func parseConfig(args []string) (submitter.Config, error) {
 	}
 	return cfg, nil
 }
-
-const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/dts?sslmode=disable"

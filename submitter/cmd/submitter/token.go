@@ -36,7 +36,7 @@ func tokenCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("submitter token "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("database-url", (&envconf.Env{}).String("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
+	dbURL := fs.String("database-url", (&envconf.Env{}).String("DATABASE_URL", envconf.DefaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
 	var name, scope string
 	var ttl time.Duration
 	switch sub {

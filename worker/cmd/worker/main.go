@@ -41,7 +41,7 @@ func run() error {
 	}
 	addr := flag.String("addr", defAddr, "HTTP listen address for healthz and metrics; empty: none [WORKER_ADDR]")
 	flag.StringVar(&cfg.ID, "id", e.String("WORKER_ID", ""), "worker id, unique in the fleet; default hostname-pid [WORKER_ID]")
-	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [REDIS_URL]")
+	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key [REDIS_PREFIX]")
 	flag.IntVar(&cfg.Concurrency, "concurrency", e.Int("WORKER_CONCURRENCY", 8), "jobs run at once [WORKER_CONCURRENCY]")
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", time.Second), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")

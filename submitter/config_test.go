@@ -1,0 +1,42 @@
+package submitter_test
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/config"
+	"github.com/dtsched/dts/submitter"
+)
+
+// TestConfigDefaults: a zero Config takes the Default constants.
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c := submitter.Config{}.WithDefaults()
+	want := submitter.Config{Addr: submitter.DefaultAddr, MaxBodyBytes: submitter.DefaultMaxBodyBytes,
+		MaxBatchBodyBytes: submitter.DefaultMaxBatchBodyBytes, MaxPayloadBytes: submitter.DefaultMaxPayloadBytes,
+		ReadHeaderTimeout: submitter.DefaultReadHeaderTimeout, ReadTimeout: submitter.DefaultReadTimeout,
+		WriteTimeout: submitter.DefaultWriteTimeout, IdleTimeout: submitter.DefaultIdleTimeout,
+		ShutdownTimeout: submitter.DefaultShutdownTimeout, RateLimitRPS: submitter.DefaultRateLimitRPS,
+		RateLimitBurst: submitter.DefaultRateLimitBurst, MaxConcurrentRequests: submitter.DefaultMaxConcurrentRequests,
+		MaxBacklog: submitter.DefaultMaxBacklog, BacklogCheckInterval: submitter.DefaultBacklogCheckInterval}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Config{}.WithDefaults() = %+v\nwant %+v", c, want)
+	}
+}
+
+// TestConfigValidateNamesEveryBadField: Validate reports all bad fields
+// at once, each by name.
+func TestConfigValidateNamesEveryBadField(t *testing.T) {
+	t.Parallel()
+	c := submitter.Config{RedisURL: "redis://x", MaxPayloadBytes: 2, ReadTimeout: -time.Second}
+	err := c.Validate()
+	if got, want := config.Fields(err), []string{"DatabaseURL", "MaxPayloadBytes", "ReadTimeout"}; !slices.Equal(got, want) {
+		t.Fatalf("bad fields %v, want %v (error: %v)", got, want, err)
+	}
+	if msg := "config: DatabaseURL is required"; !strings.Contains(err.Error(), msg) {
+		t.Errorf("error %q does not say %q", err, msg)
+	}
+}
