@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -51,7 +52,7 @@ func (d *dispatcher) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		more, err := d.round(ctx)
 		if err != nil {
-			sleepCtx(ctx, 100*time.Millisecond)
+			_ = retry.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		if more {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -100,7 +101,7 @@ func (a *resultApplier) run(ctx context.Context) {
 			if err := a.apply(ctx, a.allowed(rs)); err != nil {
 				a.storeError(ctx, storeOpApplyResults, err)
 				pending = true // not acknowledged: read them again
-				sleepCtx(ctx, 200*time.Millisecond)
+				_ = retry.Sleep(ctx, 200*time.Millisecond)
 				continue
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/store"
 )
 
@@ -131,17 +132,7 @@ func (b *base) redisError(ctx context.Context, op redisOp, err error) {
 	}
 	b.metrics.countRedisError(op)
 	b.log.ErrorContext(ctx, "redis operation failed", "op", op, "error", err)
-	sleepCtx(ctx, 200*time.Millisecond)
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = retry.Sleep(ctx, 200*time.Millisecond)
 }
 
 // typeLabel bounds the job-type label of metrics to types workers name.

@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/retry"
 )
 
 func main() {
@@ -108,19 +108,11 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	var c *coordinator.Coordinator
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err = coordinator.New(ctx, cfg, log)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			ln.Close()
-			return err
-		}
-		log.WarnContext(ctx, "waiting for PostgreSQL and Redis", "error", err)
-		time.Sleep(time.Second)
+	c, err := retry.Connect(ctx, log, "PostgreSQL and Redis", 30*time.Second,
+		func(ctx context.Context) (*coordinator.Coordinator, error) { return coordinator.New(ctx, cfg, log) })
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	return c.Run(ctx, ln)
 }
@@ -129,22 +121,8 @@ func run() error {
 // the environment or a file, never a flag, so that it does not show in ps),
 // the public key file, and the tri-state REQUIRE_WORKER_CREDENTIALS.
 func authConfig(a *coordinator.AuthConfig, secretFile, keyFile, requireCreds string) error {
-	if v := os.Getenv("AUTH_JWT_SECRET"); v != "" {
-		a.Tokens.JWTSecret = []byte(v)
-	}
-	if secretFile != "" {
-		b, err := os.ReadFile(secretFile)
-		if err != nil {
-			return fmt.Errorf("JWT secret: %w", err)
-		}
-		a.Tokens.JWTSecret = bytes.TrimSpace(b)
-	}
-	if keyFile != "" {
-		b, err := os.ReadFile(keyFile)
-		if err != nil {
-			return fmt.Errorf("JWT public key: %w", err)
-		}
-		a.Tokens.JWTPublicKeyPEM = b
+	if err := a.Tokens.LoadJWTKeys(os.Getenv("AUTH_JWT_SECRET"), secretFile, keyFile); err != nil {
+		return err
 	}
 	if requireCreds != "" {
 		b, err := strconv.ParseBool(requireCreds)
