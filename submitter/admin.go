@@ -66,7 +66,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	created, err := s.tokens.Create(r.Context(), httpx.PrincipalFrom(r.Context()).Actor(), req.Name, req.Scopes, ttl)
 	if err != nil {
-		return s.storeError("token_create", err)
+		return s.storeError(storeOpTokenCreate, err)
 	}
 	httpx.WriteJSON(w, http.StatusCreated, created)
 	return nil
@@ -76,7 +76,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	tokens, err := s.tokens.List(r.Context())
 	if err != nil {
-		return s.storeError("token_list", err)
+		return s.storeError(storeOpTokenList, err)
 	}
 	httpx.WriteJSON(w, http.StatusOK, TokenListResponse{Tokens: tokens})
 	return nil
@@ -90,7 +90,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	t, err := s.tokens.Revoke(r.Context(), httpx.PrincipalFrom(r.Context()).Actor(), id)
 	if err != nil {
-		return s.storeError("token_revoke", err)
+		return s.storeError(storeOpTokenRevoke, err)
 	}
 	httpx.WriteJSON(w, http.StatusOK, t)
 	return nil
@@ -110,7 +110,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	}
 	entries, next, err := s.store.AuditList(r.Context(), limit, before)
 	if err != nil {
-		return s.storeError("audit_list", err)
+		return s.storeError(storeOpAuditList, err)
 	}
 	resp := AuditListResponse{Entries: make([]AuditEntry, len(entries))}
 	for i, e := range entries {
