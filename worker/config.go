@@ -1,57 +1,88 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/dtsched/dts/internal/config"
 )
 
-// Config configures a Worker. Zero fields take the defaults in their comments.
+// Defaults of Config, which WithDefaults applies and cmd/worker's flags
+// start from.
+const (
+	// DefaultAddr is the address cmd/worker serves /healthz and /metrics on
+	// (Run takes a listener).
+	DefaultAddr = "127.0.0.1:7001"
+
+	DefaultConcurrency       = 8
+	DefaultHeartbeatInterval = time.Second
+	DefaultShutdownGrace     = 30 * time.Second
+)
+
+// Limits validate enforces.
+const (
+	maxIDLen       = 200
+	maxConcurrency = 100_000
+)
+
+// Config configures a Worker. Zero fields take the defaults named in their
+// comments (WithDefaults).
 type Config struct {
-	// ID names the worker; it must be unique in the fleet. Default hostname-pid.
+	// ID names the worker; it must be unique in the fleet, at most 200
+	// characters. Default hostname-pid.
 	ID string
 	// RedisURL is the Redis URL (redis:// or rediss://). Required.
 	RedisURL string
-	// RedisPrefix namespaces every Redis key; it must match the coordinator's. Default "".
+	// RedisPrefix namespaces every Redis key; it must match the
+	// coordinator's. Default "".
 	RedisPrefix string
-	// Concurrency is how many jobs run at once. Default 8.
+	// Concurrency is how many jobs run at once, at most 100000. Default
+	// DefaultConcurrency (8).
 	Concurrency int
 	// HeartbeatInterval is how often the worker heartbeats; it must match
-	// the coordinator's setting. Default 1s.
+	// the coordinator's setting. Default DefaultHeartbeatInterval (1s).
 	HeartbeatInterval time.Duration
 	// ShutdownGrace is how long in-flight jobs may finish after Run's
-	// context ends before they are canceled and handed back. Default 30s.
+	// context ends before they are canceled and handed back. Default
+	// DefaultShutdownGrace (30s).
 	ShutdownGrace time.Duration
-	// Credential is sent with every heartbeat for the coordinator to check. Default none.
+	// Credential is sent with every heartbeat for the coordinator to check.
+	// Default none.
 	Credential string
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with zero (or negative) fields set to their
+// defaults.
+func (c Config) WithDefaults() Config {
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 8
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = time.Second
+		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 30 * time.Second
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	return c
 }
 
+// validate checks a config that WithDefaults has filled in, and names
+// every bad field.
 func (c Config) validate() error {
-	switch {
-	case c.RedisURL == "":
-		return errors.New("config: RedisURL is required")
-	case len(c.ID) > 200:
-		return errors.New("config: ID is longer than 200 characters")
-	case c.Concurrency > 100_000:
-		return errors.New("config: Concurrency is above 100000")
+	var check config.Check
+	if c.RedisURL == "" {
+		check.Bad("RedisURL", "is required")
 	}
-	return nil
+	if len(c.ID) > maxIDLen {
+		check.Bad("ID", "is longer than %d characters", maxIDLen)
+	}
+	if c.Concurrency > maxConcurrency {
+		check.Bad("Concurrency", "(%d) is above %d", c.Concurrency, maxConcurrency)
+	}
+	return check.Err()
 }

@@ -106,6 +106,11 @@ const (
 	DefaultWebhookTimeout  = 30 * time.Second
 )
 
+// DefaultFallback is cmd/worker's -fallback default: the bundled binary runs
+// any job name. Config.Fallback itself stays false unless set, so that a
+// program registering its own handlers opts in.
+const DefaultFallback = true
+
 // WithDefaults returns a copy of c with every unset field set to its default.
 // A new HTTPClient is created when none is set.
 func (c Config) WithDefaults() Config {

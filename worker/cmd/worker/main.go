@@ -35,7 +35,7 @@ func run() error {
 	var e envconf.Env
 	var cfg worker.Config
 	var bcfg builtin.Config
-	defAddr := "127.0.0.1:7001"
+	defAddr := worker.DefaultAddr
 	if v, ok := os.LookupEnv("WORKER_ADDR"); ok {
 		defAddr = v // empty turns the HTTP listener off
 	}
@@ -43,14 +43,14 @@ func run() error {
 	flag.StringVar(&cfg.ID, "id", e.String("WORKER_ID", ""), "worker id, unique in the fleet; default hostname-pid [WORKER_ID]")
 	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key [REDIS_PREFIX]")
-	flag.IntVar(&cfg.Concurrency, "concurrency", e.Int("WORKER_CONCURRENCY", 8), "jobs run at once [WORKER_CONCURRENCY]")
-	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", time.Second), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
-	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", e.Duration("SHUTDOWN_GRACE", 30*time.Second), "time in-flight jobs get to finish on SIGTERM [SHUTDOWN_GRACE]")
+	flag.IntVar(&cfg.Concurrency, "concurrency", e.Int("WORKER_CONCURRENCY", worker.DefaultConcurrency), "jobs run at once [WORKER_CONCURRENCY]")
+	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
+	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", e.Duration("SHUTDOWN_GRACE", worker.DefaultShutdownGrace), "time in-flight jobs get to finish on SIGTERM [SHUTDOWN_GRACE]")
 	flag.StringVar(&cfg.Credential, "credential", e.String("WORKER_CREDENTIAL", ""), "credential sent to the coordinator [WORKER_CREDENTIAL]")
-	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", true), "run unknown job names as 0.1-50 s of simulated work [WORKER_FALLBACK]")
-	flag.DurationVar(&bcfg.FallbackMax, "fallback-max", e.Duration("FALLBACK_MAX", 50*time.Second), "longest simulated work of the fallback [FALLBACK_MAX]")
+	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", builtin.DefaultFallback), fmt.Sprintf("run unknown job names as %v to -fallback-max of simulated work [WORKER_FALLBACK]", builtin.DefaultFallbackMin))
+	flag.DurationVar(&bcfg.FallbackMax, "fallback-max", e.Duration("FALLBACK_MAX", builtin.DefaultFallbackMax), "longest simulated work of the fallback [FALLBACK_MAX]")
 	flag.StringVar(&bcfg.NetworkURL, "network-url", e.String("NETWORK_TASK_URL", builtin.DefaultNetworkURL), "URL network_task jobs GET [NETWORK_TASK_URL]")
-	flag.DurationVar(&bcfg.CPUWork, "cpu-work", e.Duration("CPU_WORK", time.Second), "CPU time of one cpu_intensive job [CPU_WORK]")
+	flag.DurationVar(&bcfg.CPUWork, "cpu-work", e.Duration("CPU_WORK", builtin.DefaultCPUWork), "CPU time of one cpu_intensive job [CPU_WORK]")
 	webhookAllow := flag.String("webhook-allow", e.String("WEBHOOK_ALLOW", ""), "comma-separated CIDRs, addresses or host names that webhook jobs may reach although not public; default none [WEBHOOK_ALLOW]")
 	flag.DurationVar(&bcfg.WebhookTimeout, "webhook-timeout", e.Duration("WEBHOOK_TIMEOUT", builtin.DefaultWebhookTimeout), "time limit of one webhook request, redirects and body included [WEBHOOK_TIMEOUT]")
 	flag.Parse()
