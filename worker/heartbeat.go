@@ -34,7 +34,7 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	if err := w.q.SendHeartbeat(ctx, hb); err != nil {
-		w.metrics.redisErrors.WithLabelValues("heartbeat").Inc()
+		w.metrics.countRedisError(redisOpHeartbeat)
 		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
 }

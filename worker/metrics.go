@@ -21,8 +21,8 @@ func newMetrics(reg prometheus.Registerer, concurrency int, inFlight func() int)
 		badMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "dts_worker_bad_messages_total",
 			Help: "Undecodable messages on this worker's lists, dropped."}),
 	}
-	for _, op := range []string{"receive", "send_results", "heartbeat"} {
-		m.redisErrors.WithLabelValues(op)
+	for _, op := range redisOps {
+		m.redisErrors.WithLabelValues(string(op))
 	}
 	reg.MustRegister(m.finished, m.duration, m.redisErrors, m.badMessages,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dts_worker_in_flight",
@@ -31,3 +31,19 @@ func newMetrics(reg prometheus.Registerer, concurrency int, inFlight func() int)
 			Help: "Jobs this worker runs at once at most."}, func() float64 { return float64(concurrency) }))
 	return m
 }
+
+// redisOp is the op label of dts_worker_redis_errors_total: which Redis
+// operation failed. Every value is a constant below, listed in redisOps, so
+// that newMetrics creates its series at zero (TestOpLabelsPreCreated).
+type redisOp string
+
+const (
+	redisOpHeartbeat   redisOp = "heartbeat"
+	redisOpReceive     redisOp = "receive"
+	redisOpSendResults redisOp = "send_results"
+)
+
+var redisOps = []redisOp{redisOpHeartbeat, redisOpReceive, redisOpSendResults}
+
+// countRedisError counts a failed Redis operation.
+func (m *metrics) countRedisError(op redisOp) { m.redisErrors.WithLabelValues(string(op)).Inc() }

@@ -18,7 +18,7 @@ func (w *Worker) receiveLoop(ctx context.Context) {
 		in, err := w.q.Receive(ctx, w.cfg.ID, w.cfg.Concurrency, time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.metrics.redisErrors.WithLabelValues("receive").Inc()
+				w.metrics.countRedisError(redisOpReceive)
 				w.log.ErrorContext(ctx, "receive failed", "error", err)
 				_ = retry.Sleep(ctx, 200*time.Millisecond)
 			}

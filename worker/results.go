@@ -59,7 +59,7 @@ func (w *Worker) send(ctx context.Context, batch []wire.Result) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		w.metrics.redisErrors.WithLabelValues("send_results").Inc()
+		w.metrics.countRedisError(redisOpSendResults)
 		w.log.ErrorContext(ctx, "send results failed; retrying", "count", len(batch), "error", err)
 		if w.sendFailed != nil {
 			w.sendFailed()
