@@ -1,20 +1,19 @@
 package worker
 
 import (
-	"encoding/json"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/dtsched/dts/internal/probe"
 )
 
-// Handler serves /healthz and /metrics.
+// Handler serves /healthz and /metrics (internal/probe, the same handlers
+// as the submitter's and the coordinator's).
 func (w *Worker) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(rw).Encode(map[string]any{"status": "ok", "worker_id": w.cfg.ID,
-			"draining": w.draining.Load(), "in_flight": w.inFlightCount(), "concurrency": w.cfg.Concurrency})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /healthz", probe.Healthz(func() map[string]any {
+		return map[string]any{"worker_id": w.cfg.ID, "draining": w.draining.Load(),
+			"in_flight": w.inFlightCount(), "concurrency": w.cfg.Concurrency}
+	}))
+	mux.Handle("GET /metrics", probe.Metrics(w.reg, w.log))
 	return mux
 }

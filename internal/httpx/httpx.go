@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/probe"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -132,23 +133,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	WriteJSON(w, status, wire.ErrorResponse{Error: body})
 }
 
-// WriteJSON answers with status and v as JSON. If v cannot be encoded it
-// answers 500 internal instead (nothing has been written yet at that point).
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":{"code":"internal","message":"internal error"}}` + "\n")
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes()) // the client went away: nothing to do
-}
+// WriteJSON answers with status and v as JSON (probe.WriteJSON). If v
+// cannot be encoded it answers 500 internal instead.
+func WriteJSON(w http.ResponseWriter, status int, v any) { probe.WriteJSON(w, status, v) }
 
 // ReadBody reads the whole request body. Put LimitBody in front of the
 // route: a body over the limit gives a 413 body_too_large error.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -14,8 +13,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dtsched/dts/internal/probe"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -63,25 +62,12 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // HealthzWith returns the /healthz handler of a service that says more
-// about itself than Healthz (a coordinator its role, a worker its jobs in
-// flight): 200 with {"status":"ok"} plus the fields details returns.
-func HealthzWith(details func() map[string]any) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		body := map[string]any{}
-		if details != nil {
-			maps.Copy(body, details())
-		}
-		body["status"] = "ok"
-		WriteJSON(w, http.StatusOK, body)
-	}
-}
+// about itself than Healthz (probe.Healthz).
+func HealthzWith(details func() map[string]any) http.HandlerFunc { return probe.Healthz(details) }
 
-// MetricsHandler serves g in the Prometheus exposition format.
+// MetricsHandler serves g in the Prometheus exposition format (probe.Metrics).
 func MetricsHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError,
-	})
+	return probe.Metrics(g, logger)
 }
 
 // LimitBody limits request bodies to n bytes. A larger declared
