@@ -111,6 +111,10 @@ var routes = []route{
 	{"GET /admin/tokens", "GET", "admin", fixed("/admin/tokens", ""), 200},
 	{"DELETE /admin/tokens/{id}", "DELETE", "admin", func(e *env) (string, string) { _, id := e.apiKey("victim", "read"); return "/admin/tokens/" + id, "" }, 200},
 	{"GET /admin/audit", "GET", "admin", fixed("/admin/audit", ""), 200},
+	{"POST /api/tasks", "POST", "submit", fixed("/api/tasks", `{"type":"email"}`), 202},
+	{"GET /api/tasks/{id}", "GET", "read", func(e *env) (string, string) { return "/api/tasks/" + newJobID(e), "" }, 200},
+	{"POST /addJob", "POST", "submit", fixed("/addJob", `{"name":"email"}`), 200},
+	{"GET /failedJobs", "GET", "read", fixed("/failedJobs?page=1&limit=10", ""), 200},
 }
 
 // wrongScope is a scope that does not grant a route's.
@@ -187,7 +191,7 @@ func sign(t *testing.T, m jwt.SigningMethod, key any, scope string) string {
 func TestAuthOpenRoutes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withAuth)
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, p := range []string{"/healthz", "/health", "/readyz", "/metrics"} {
 		if status, b := e.do("GET", p, ""); status != 200 {
 			t.Errorf("GET %s without a token: %d %s", p, status, b)
 		}

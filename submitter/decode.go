@@ -39,7 +39,14 @@ func decodeSubmit(body []byte, headerKey string, maxPayload int) (store.JobInser
 	if err := decodeObject(body, &req); err != nil {
 		return store.JobInsertParams{}, err
 	}
-	p, err := validateSubmit(&req, maxPayload, "")
+	return submitParams(&req, headerKey, maxPayload)
+}
+
+// submitParams validates one decoded single-job request (the body of
+// POST /submit_job, or a compatibility route's body mapped onto it) and
+// applies the Idempotency-Key header.
+func submitParams(req *wire.SubmitRequest, headerKey string, maxPayload int) (store.JobInsertParams, error) {
+	p, err := validateSubmit(req, maxPayload, "")
 	if err != nil {
 		return p, err
 	}

@@ -41,6 +41,7 @@ const readyTimeout = 2 * time.Second
 func (s *Server) routes(m *httpx.Metrics) http.Handler {
 	r := httpx.NewRouter(s.logger, m)
 	r.Get("/healthz", httpx.Healthz)
+	r.Get("/health", httpx.Healthz) // the originals' name (compat.go)
 	r.Get("/readyz", httpx.Handler(s.readyz))
 	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
 
@@ -55,7 +56,7 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 		admin := r.With(httpx.RequireScope(auth.ScopeAdmin))
 
 		submit.With(body).Post("/submit_job", httpx.Handler(s.submitJob))
-		submit.With(body).Post("/jobs", httpx.Handler(s.submitJob))
+		submit.With(body).Post("/jobs", httpx.Handler(s.postJobs))
 		submit.With(httpx.LimitBody(s.cfg.MaxBatchBodyBytes)).Post("/submit_jobs", httpx.Handler(s.submitJobs))
 
 		read.Get("/jobs", httpx.Handler(s.listJobs))
@@ -69,13 +70,19 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 		admin.Get("/admin/tokens", httpx.Handler(s.listTokens))
 		admin.Delete("/admin/tokens/{id}", httpx.Handler(s.revokeToken))
 		admin.Get("/admin/audit", httpx.Handler(s.listAudit))
+
+		// The originals' routes (compat.go), on the native path.
+		submit.With(body).Post("/api/tasks", httpx.Handler(s.createTask))
+		read.Get("/api/tasks/{id}", httpx.Handler(s.getTask))
+		submit.With(body).Post("/addJob", httpx.Handler(s.addJob))
+		read.Get("/failedJobs", httpx.Handler(s.failedJobs))
 	})
 	return r
 }
 
 // ---- submission ----
 
-// submitJob handles POST /submit_job and POST /jobs.
+// submitJob handles POST /submit_job (POST /jobs is postJobs, compat.go).
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	body, err := httpx.ReadBody(r)
 	if err != nil {
@@ -85,19 +92,30 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.admit(w); err != nil {
-		return err
-	}
-	resps, created, err := s.insert(r.Context(), []store.JobInsertParams{p})
+	resp, created, err := s.submitOne(w, r, p)
 	if err != nil {
 		return err
 	}
 	status := http.StatusOK
-	if created > 0 {
+	if created {
 		status = http.StatusCreated
 	}
-	httpx.WriteJSON(w, status, resps[0])
+	httpx.WriteJSON(w, status, resp)
 	return nil
+}
+
+// submitOne admits and inserts one validated job: the path every
+// single-job route takes (the compatibility routes of compat.go too).
+// created is false when an idempotency key matched an earlier job.
+func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, p store.JobInsertParams) (resp wire.SubmitResponse, created bool, err error) {
+	if err := s.admit(w); err != nil {
+		return resp, false, err
+	}
+	resps, n, err := s.insert(r.Context(), []store.JobInsertParams{p})
+	if err != nil {
+		return resp, false, err
+	}
+	return resps[0], n > 0, nil
 }
 
 // submitJobs handles POST /submit_jobs.
