@@ -32,6 +32,12 @@ type backlogGuard struct {
 	interval time.Duration
 	log      *slog.Logger
 	due      atomic.Int64 // the last count plus the jobs accepted since
+	// acceptedTotal counts every job accepted. A count that started
+	// before an acceptance may not see that job: what was accepted while
+	// the count ran is added to its answer (a job it did see is then
+	// counted twice until the next count, which errs on the side of the
+	// bound).
+	acceptedTotal atomic.Int64
 	refusing bool         // what the last count said (run's goroutine only): for the log
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -60,6 +66,7 @@ func (g *backlogGuard) admit() bool { return g.max <= 0 || g.due.Load() < g.max 
 func (g *backlogGuard) accepted(n int) {
 	if g.max > 0 {
 		g.due.Add(int64(n))
+		g.acceptedTotal.Add(int64(n))
 	}
 }
 
@@ -86,7 +93,9 @@ func (g *backlogGuard) run(ctx context.Context) {
 func (g *backlogGuard) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, max(g.interval, time.Second))
 	defer cancel()
+	before := g.acceptedTotal.Load()
 	n, err := g.count(cctx, g.max)
+	n += g.acceptedTotal.Load() - before
 	if err != nil {
 		if ctx.Err() == nil {
 			// Keep the last answer: inserts fail anyway while the
