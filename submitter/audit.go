@@ -19,13 +19,13 @@ func (s *Server) audit(r *http.Request, action, targetType, targetID string) (do
 	id, err := s.store.AuditInsert(r.Context(), store.AuditEntry{Actor: actor, Action: action, TargetType: targetType,
 		TargetID: targetID, Details: json.RawMessage(`{"result":"attempted"}`)})
 	if err != nil {
-		return nil, s.storeError("audit", err)
+		return nil, s.storeError(storeOpAudit, err)
 	}
 	return func(outcome map[string]any) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bestEffortTimeout)
 		defer cancel()
 		if err := s.store.AuditSetOutcome(ctx, id, outcome); err != nil {
-			s.metrics.storeErrors.WithLabelValues("audit").Inc()
+			s.metrics.countStoreError(storeOpAudit)
 			s.logger.ErrorContext(ctx, "record audit outcome", "audit_id", id, "action", action, "error", err)
 		}
 	}, nil
