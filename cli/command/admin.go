@@ -55,8 +55,7 @@ func (a *app) queuesCmd() *cobra.Command {
 			return err
 		}),
 	}
-	cmd.AddCommand(ls, pause, resume)
-	return cmd
+	return group(cmd, ls, pause, resume)
 }
 
 // ---- workers ----
@@ -97,8 +96,7 @@ func (a *app) workersCmd() *cobra.Command {
 				{"JOB TYPES", strings.Join(w.JobTypes, ", ")}})
 		}),
 	}
-	cmd.AddCommand(ls, get)
-	return cmd
+	return group(cmd, ls, get)
 }
 
 // ---- stats ----
@@ -225,8 +223,7 @@ func (a *app) tokenCmd() *cobra.Command {
 			return emitOne(a, t, t.ID, tokenFields(*t))
 		}),
 	}
-	cmd.AddCommand(create, list, revoke)
-	return cmd
+	return group(cmd, create, list, revoke)
 }
 
 func tokenFields(t client.Token) [][2]string {
@@ -258,6 +255,5 @@ func (a *app) auditCmd() *cobra.Command {
 	}
 	ls.Flags().IntVar(&limit, "limit", 50, "entries per page, 1..1000")
 	ls.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (next_cursor of a page)")
-	cmd.AddCommand(ls)
-	return cmd
+	return group(cmd, ls)
 }

@@ -135,7 +135,7 @@ func (fl *filters) add(cmd *cobra.Command, withStatus bool) {
 
 func (a *app) jobsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, watch, cancel, requeue and delete jobs"}
-	cmd.AddCommand(a.jobsLsCmd(), a.jobsGetCmd(), a.jobsWatchCmd(),
+	return group(cmd, a.jobsLsCmd(), a.jobsGetCmd(), a.jobsWatchCmd(),
 		a.actionCmd("cancel", client.BulkCancel, "", "Cancel jobs: pending and retrying at once, running ones when their attempt stops",
 			`  dtsctl jobs cancel 12 13
   dtsctl jobs cancel --status pending --name report --dry-run
@@ -146,7 +146,6 @@ func (a *app) jobsCmd() *cobra.Command {
 		a.actionCmd("delete", client.BulkDelete, "", "Delete completed, failed or canceled jobs",
 			`  dtsctl jobs delete 7
   dtsctl jobs delete --status completed --dry-run`))
-	return cmd
 }
 
 func (a *app) jobsLsCmd() *cobra.Command {
@@ -494,6 +493,5 @@ func (a *app) dlqCmd() *cobra.Command {
 	purge := a.actionCmd("purge", client.BulkDelete, client.StatusFailed, "Delete failed jobs",
 		`  dtsctl dlq purge --all --dry-run
   dtsctl dlq purge --name webhook --yes`)
-	cmd.AddCommand(ls, show, requeue, purge)
-	return cmd
+	return group(cmd, ls, show, requeue, purge)
 }

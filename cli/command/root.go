@@ -150,6 +150,21 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 authentication or scope.`,
 	return root
 }
 
+// group makes cmd a command that only holds subcommands: with none named,
+// it prints its help; an unknown one is a usage error (cobra would print
+// the help and exit 0).
+func group(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // run wraps a command's code so that its errors are told from cobra's.
 func run(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
