@@ -1,7 +1,6 @@
 package submitter
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -14,39 +13,14 @@ import (
 // This file holds the admin routes: API keys (through TokenAdmin) and
 // the audit log.
 
-// TokenRequest is the body of POST /admin/tokens.
-type TokenRequest struct {
-	// Name says what the key is for: 1..128 characters, no control characters.
-	Name string `json:"name"`
-	// Scopes are one or more of submit, read, admin.
-	Scopes []string `json:"scopes"`
-	// TTL is how long the key lives, as a Go duration ("720h"). Absent:
-	// DefaultTokenTTL; "0": it never expires.
-	TTL *string `json:"ttl,omitempty"`
-}
-
-// TokenListResponse answers GET /admin/tokens, newest first.
-type TokenListResponse struct {
-	Tokens []Token `json:"tokens"`
-}
-
-// AuditEntry is one audit log row as GET /admin/audit shows it.
-type AuditEntry struct {
-	ID         string          `json:"id"`
-	At         time.Time       `json:"at"`
-	Actor      string          `json:"actor"`
-	Action     string          `json:"action"`
-	TargetType string          `json:"target_type"`
-	TargetID   string          `json:"target_id"`
-	Details    json.RawMessage `json:"details"`
-}
-
-// AuditListResponse answers GET /admin/audit, newest first. NextCursor is
-// null on the last page.
-type AuditListResponse struct {
-	Entries    []AuditEntry `json:"entries"`
-	NextCursor *string      `json:"next_cursor"`
-}
+// The admin routes' bodies live in internal/wire, which the Go client
+// shares; these names stay for the submitter's callers.
+type (
+	TokenRequest      = wire.TokenRequest
+	TokenListResponse = wire.TokenListResponse
+	AuditEntry        = wire.AuditEntry
+	AuditListResponse = wire.AuditListResponse
+)
 
 // createToken handles POST /admin/tokens (admin; audited).
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {

@@ -63,9 +63,13 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 		read.Get("/jobs/{id}", httpx.Handler(s.getJob))
 		read.Get("/stats", httpx.Handler(s.stats))
 		read.Get("/dlq", httpx.Handler(s.listDead))
+		read.Get("/workers", httpx.Handler(s.listWorkers))
+		read.Get("/workers/{id}", httpx.Handler(s.getWorker))
 
 		admin.With(body).Post("/jobs/{id}/cancel", httpx.Handler(s.cancelJob))
 		admin.With(body).Post("/dlq/{id}/requeue", httpx.Handler(s.requeueDead))
+		admin.Delete("/jobs/{id}", httpx.Handler(s.deleteJob))
+		admin.With(body).Post("/jobs/bulk", httpx.Handler(s.bulkJobs))
 		admin.With(body).Post("/admin/tokens", httpx.Handler(s.createToken))
 		admin.Get("/admin/tokens", httpx.Handler(s.listTokens))
 		admin.Delete("/admin/tokens/{id}", httpx.Handler(s.revokeToken))

@@ -80,6 +80,9 @@ const (
 	storeOpTokenCreate storeOp = "token_create"
 	storeOpTokenList   storeOp = "token_list"
 	storeOpTokenRevoke storeOp = "token_revoke"
+	storeOpDelete      storeOp = "delete"
+	storeOpBulk        storeOp = "bulk"
+	storeOpWorkers     storeOp = "workers"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -93,7 +96,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

@@ -8,25 +8,15 @@ import (
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
 )
 
-// Token is an API key as the API shows it: never the key, never its hash.
-type Token struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	Scopes     []string   `json:"scopes"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-	RevokedAt  *time.Time `json:"revoked_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-}
-
-// TokenCreated answers POST /admin/tokens: the new key's facts and, this
-// once, the key itself. Nothing can show it again.
-type TokenCreated struct {
-	Token
-	Key string `json:"key"`
-}
+// Token and TokenCreated are an API key as the API shows it (never the
+// key, never its hash) and, once, with the key.
+type (
+	Token        = wire.Token
+	TokenCreated = wire.TokenCreated
+)
 
 // Token lifetimes.
 const (

@@ -39,6 +39,8 @@ type AuditEntry struct {
 const (
 	AuditJobCancel              = "job.cancel"
 	AuditJobRequeue             = "job.requeue"
+	AuditJobDelete              = "job.delete"
+	AuditJobBulk                = "job.bulk" // target_id: the action; details: its filters and counts
 	AuditTokenCreate            = "token.create"
 	AuditTokenRevoke            = "token.revoke"
 	AuditWorkerCredentialCreate = "worker_credential.create"

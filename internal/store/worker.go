@@ -76,3 +76,14 @@ func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
 	}
 	return out, interpretError(rows.Err())
 }
+
+// WorkerGet returns one worker, or job.ErrNotFound.
+func (s *Store) WorkerGet(ctx context.Context, id string) (WorkerRow, error) {
+	var w WorkerRow
+	err := s.pool.QueryRow(ctx, q("WorkerGet"), id).
+		Scan(&w.ID, &w.JobTypes, &w.Concurrency, &w.State, &w.InFlight, &w.LastHeartbeatAt, &w.LastAssignedAt)
+	if err != nil {
+		return w, fmt.Errorf("get worker %s: %w", id, interpretError(err))
+	}
+	return w, nil
+}

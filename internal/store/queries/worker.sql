@@ -25,3 +25,7 @@ DELETE FROM workers WHERE state = 'unavailable'
 -- name: WorkerList
 SELECT id, job_types, concurrency, state, in_flight,
     coalesce(last_heartbeat_at, registered_at), last_assigned_at FROM workers ORDER BY id
+
+-- name: WorkerGet
+SELECT id, job_types, concurrency, state, in_flight,
+    coalesce(last_heartbeat_at, registered_at), last_assigned_at FROM workers WHERE id = $1

@@ -1,0 +1,259 @@
+package command
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dtsched/dts/client"
+)
+
+// ---- queues (the /queues routes are being added to the submitter) ----
+
+func (a *app) queuesCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues (needs the submitter's /queues routes)"}
+	ls := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List queues", Args: cobra.NoArgs,
+		Example: `  dtsctl queues ls`,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			qs, err := a.c.Queues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return emit(a, listing[client.QueueInfo]{
+				whole: map[string]any{"queues": qs}, items: qs,
+				id:     func(q client.QueueInfo) string { return q.Name },
+				header: []string{"NAME", "PAUSED", "PENDING", "RUNNING"},
+				row: func(q client.QueueInfo) []string {
+					return []string{q.Name, fmt.Sprint(q.Paused), itoa(q.Pending), itoa(q.Running)}
+				},
+			})
+		}),
+	}
+	pause := &cobra.Command{
+		Use: "pause NAME", Short: "Stop dispatching a queue's jobs", Args: cobra.ExactArgs(1),
+		Example: `  dtsctl queues pause reports`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if err := a.c.PauseQueue(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.env.Stdout, "%s paused\n", args[0])
+			return err
+		}),
+	}
+	resume := &cobra.Command{
+		Use: "resume NAME", Short: "Dispatch a paused queue's jobs again", Args: cobra.ExactArgs(1),
+		Example: `  dtsctl queues resume reports`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if err := a.c.ResumeQueue(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.env.Stdout, "%s resumed\n", args[0])
+			return err
+		}),
+	}
+	return group(cmd, ls, pause, resume)
+}
+
+// ---- workers ----
+
+func (a *app) workersCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "workers", Short: "The workers, as the leader coordinator last recorded them"}
+	ls := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List workers", Args: cobra.NoArgs,
+		Example: `  dtsctl workers ls
+  dtsctl workers ls -o json`,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			ws, err := a.c.Workers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return emit(a, listing[client.Worker]{
+				whole: map[string]any{"workers": ws}, items: ws,
+				id:     func(w client.Worker) string { return w.WorkerID },
+				header: []string{"ID", "STATE", "IN FLIGHT", "CONCURRENCY", "LAST HEARTBEAT", "JOB TYPES"},
+				row: func(w client.Worker) []string {
+					return []string{w.WorkerID, w.State, itoa(w.InFlight), itoa(w.Concurrency), fmtTime(w.LastHeartbeatAt),
+						clip(strings.Join(w.JobTypes, ","), 40)}
+				},
+			})
+		}),
+	}
+	get := &cobra.Command{
+		Use: "get ID", Short: "Show a worker", Args: cobra.ExactArgs(1),
+		Example: `  dtsctl workers get w1`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			w, err := a.c.Worker(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return emitOne(a, w, w.WorkerID, [][2]string{{"ID", w.WorkerID}, {"STATE", w.State},
+				{"IN FLIGHT", itoa(w.InFlight)}, {"CONCURRENCY", itoa(w.Concurrency)},
+				{"LAST HEARTBEAT", fmtTime(w.LastHeartbeatAt)}, {"LAST ASSIGNED", fmtOptTime(w.LastAssignedAt)},
+				{"JOB TYPES", strings.Join(w.JobTypes, ", ")}})
+		}),
+	}
+	return group(cmd, ls, get)
+}
+
+// ---- stats ----
+
+func (a *app) statsCmd() *cobra.Command {
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Counts by state, queue depth, DLQ depth, workers",
+		Example: `  dtsctl stats
+  dtsctl stats --watch --interval 5s -o jsonl`,
+		Args: cobra.NoArgs,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			for {
+				st, err := a.c.Stats(ctx)
+				if err != nil {
+					return err
+				}
+				if watch && a.output == "table" {
+					fmt.Fprintf(a.env.Stdout, "--- %s\n", time.Now().UTC().Format(time.RFC3339))
+				}
+				if err := emitOne(a, st, "", statsFields(st)); err != nil {
+					return err
+				}
+				if !watch {
+					return nil
+				}
+				t := time.NewTimer(interval)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil // interrupted: the normal end of a watch
+				case <-t.C:
+				}
+			}
+		}),
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print again every --interval until interrupted")
+	cmd.Flags().DurationVar(&interval, "interval", DefaultInterval, "time between two prints of --watch")
+	return cmd
+}
+
+func statsFields(st *client.Stats) [][2]string {
+	var fields [][2]string
+	for _, s := range []string{client.StatusPending, client.StatusLeased, client.StatusRetrying,
+		client.StatusCompleted, client.StatusFailed, client.StatusCanceled} {
+		fields = append(fields, [2]string{strings.ToUpper(s), itoa(st.Jobs[s])})
+	}
+	fields = append(fields, [2]string{"QUEUE DEPTH", itoa(st.QueueDepth)}, [2]string{"DLQ DEPTH", itoa(st.DLQDepth)},
+		[2]string{"OLDEST PENDING", fmt.Sprintf("%.1fs", st.OldestPendingSeconds)})
+	keys := make([]string, 0, len(st.Workers))
+	for k := range st.Workers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var ws []string
+	for _, k := range keys {
+		ws = append(ws, fmt.Sprintf("%s %d", k, st.Workers[k]))
+	}
+	return append(fields, [2]string{"WORKERS", orDash(strings.Join(ws, ", "))})
+}
+
+// ---- API keys and audit ----
+
+func (a *app) tokenCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke API keys (admin)"}
+	var name string
+	var scopes []string
+	var ttl time.Duration
+	create := &cobra.Command{
+		Use: "create", Short: "Create an API key; the key is printed this once", Args: cobra.NoArgs,
+		Example: `  dtsctl token create --name ci --scope submit,read --ttl 720h
+  KEY=$(dtsctl token create --name deploy --scope admin -q)`,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			d := time.Duration(-1)
+			if cmd.Flags().Changed("ttl") {
+				d = ttl
+			}
+			t, err := a.c.CreateToken(cmd.Context(), name, scopes, d)
+			if err != nil {
+				return err
+			}
+			if a.quiet {
+				_, err := fmt.Fprintln(a.env.Stdout, t.Key)
+				return err
+			}
+			return emitOne(a, t, t.ID, append(tokenFields(t.Token), [2]string{"KEY", t.Key}))
+		}),
+	}
+	create.Flags().StringVar(&name, "name", "", "what the key is for (required)")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "scopes: submit, read, admin (repeat or comma-separate)")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime; 0 never expires (default 720h)")
+	_ = create.MarkFlagRequired("name")
+	_ = create.MarkFlagRequired("scope")
+	list := &cobra.Command{
+		Use: "list", Aliases: []string{"ls"}, Short: "List API keys, newest first", Args: cobra.NoArgs,
+		Example: `  dtsctl token list`,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			ts, err := a.c.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return emit(a, listing[client.Token]{
+				whole: map[string]any{"tokens": ts}, items: ts,
+				id:     func(t client.Token) string { return t.ID },
+				header: []string{"ID", "NAME", "SCOPES", "CREATED", "EXPIRES", "REVOKED", "LAST USED"},
+				row: func(t client.Token) []string {
+					return []string{t.ID, t.Name, strings.Join(t.Scopes, ","), fmtTime(t.CreatedAt), fmtOptTime(t.ExpiresAt),
+						fmtOptTime(t.RevokedAt), fmtOptTime(t.LastUsedAt)}
+				},
+			})
+		}),
+	}
+	revoke := &cobra.Command{
+		Use: "revoke ID", Short: "Revoke an API key", Args: cobra.ExactArgs(1),
+		Example: `  dtsctl token revoke 3`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			t, err := a.c.RevokeToken(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return emitOne(a, t, t.ID, tokenFields(*t))
+		}),
+	}
+	return group(cmd, create, list, revoke)
+}
+
+func tokenFields(t client.Token) [][2]string {
+	return [][2]string{{"ID", t.ID}, {"NAME", t.Name}, {"SCOPES", strings.Join(t.Scopes, ",")},
+		{"CREATED", fmtTime(t.CreatedAt)}, {"EXPIRES", fmtOptTime(t.ExpiresAt)}, {"REVOKED", fmtOptTime(t.RevokedAt)}}
+}
+
+func (a *app) auditCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "The audit log of admin actions (admin)"}
+	var limit int
+	var cursor string
+	ls := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List audit entries, newest first", Args: cobra.NoArgs,
+		Example: `  dtsctl audit ls --limit 20`,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			page, err := a.c.Audit(cmd.Context(), client.AuditParams{Limit: limit, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			return emit(a, listing[client.AuditEntry]{
+				whole: page, items: page.Entries,
+				id:     func(e client.AuditEntry) string { return e.ID },
+				header: []string{"ID", "AT", "ACTOR", "ACTION", "TARGET", "DETAILS"},
+				row: func(e client.AuditEntry) []string {
+					return []string{e.ID, fmtTime(e.At), e.Actor, e.Action, e.TargetType + ":" + e.TargetID, clip(string(e.Details), 60)}
+				},
+			})
+		}),
+	}
+	ls.Flags().IntVar(&limit, "limit", 50, "entries per page, 1..1000")
+	ls.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (next_cursor of a page)")
+	return group(cmd, ls)
+}

@@ -1,0 +1,497 @@
+package command
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dtsched/dts/client"
+)
+
+func (a *app) submitCmd() *cobra.Command {
+	var payload, payloadFile, queue, runAt, key string
+	var priority, retries int
+	var delay, timeout time.Duration
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "submit NAME",
+		Short: "Submit a job",
+		Example: `  dtsctl submit send_email --payload '{"to":"a@example.com"}' --max-retries 5
+  dtsctl submit report --payload-file req.json --run-at 2030-01-02T15:04:05Z -q
+  dtsctl submit sleep --payload 2 --wait`,
+		Args: cobra.ExactArgs(1),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			var body json.RawMessage
+			switch {
+			case payload != "" && payloadFile != "":
+				return usagef("--payload and --payload-file: give one")
+			case payload != "":
+				body = json.RawMessage(payload)
+			case payloadFile != "":
+				var b []byte
+				var err error
+				if payloadFile == "-" {
+					b, err = io.ReadAll(a.env.Stdin)
+				} else {
+					b, err = os.ReadFile(payloadFile)
+				}
+				if err != nil {
+					return fmt.Errorf("--payload-file: %w", err)
+				}
+				body = b
+			}
+			if body != nil && !json.Valid(body) {
+				return usagef("payload is not JSON (a string needs quotes: --payload '\"text\"')")
+			}
+			var opts []client.Option
+			f := cmd.Flags()
+			if queue != "" {
+				opts = append(opts, client.Queue(queue))
+			}
+			if f.Changed("priority") {
+				opts = append(opts, client.Priority(priority))
+			}
+			if f.Changed("max-retries") {
+				opts = append(opts, client.MaxRetries(retries))
+			}
+			if f.Changed("delay") {
+				opts = append(opts, client.Delay(delay))
+			}
+			if f.Changed("timeout") {
+				opts = append(opts, client.Timeout(timeout))
+			}
+			if runAt != "" {
+				t, err := time.Parse(time.RFC3339Nano, runAt)
+				if err != nil {
+					return usagef("--run-at: not an RFC 3339 time")
+				}
+				opts = append(opts, client.RunAt(t))
+			}
+			if key != "" {
+				opts = append(opts, client.IdempotencyKey(key))
+			}
+			var p any
+			if body != nil {
+				p = body
+			}
+			sub, err := a.c.Submit(cmd.Context(), args[0], p, opts...)
+			if err != nil {
+				return err
+			}
+			if wait {
+				j, err := a.c.Wait(cmd.Context(), sub.JobID)
+				if err != nil {
+					return err
+				}
+				if err := a.printJob(j); err != nil {
+					return err
+				}
+				return jobOutcome(j)
+			}
+			return emitOne(a, sub, sub.JobID, [][2]string{{"JOB_ID", sub.JobID}, {"STATUS", sub.Status}})
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&payload, "payload", "", "payload, as JSON")
+	f.StringVar(&payloadFile, "payload-file", "", "read the payload (JSON) from a file, - for stdin")
+	f.StringVar(&queue, "queue", "", "queue (default \"default\")")
+	f.IntVar(&priority, "priority", 0, "priority, -1000..1000; higher runs first")
+	f.IntVar(&retries, "max-retries", 3, "retries after the first attempt, 0..100")
+	f.DurationVar(&delay, "delay", 0, "first attempt after this delay")
+	f.StringVar(&runAt, "run-at", "", "first attempt at this RFC 3339 time")
+	f.DurationVar(&timeout, "timeout", 0, "bound on each attempt")
+	f.StringVar(&key, "idempotency-key", "", "a repeat with this key answers the first job")
+	f.BoolVar(&wait, "wait", false, "wait until the job ends and print it (exit 1 if it failed or was canceled)")
+	return cmd
+}
+
+// jobOutcome is the error of a job that ended without completing.
+func jobOutcome(j *client.Job) error {
+	if j.Status == client.StatusCompleted {
+		return nil
+	}
+	return fmt.Errorf("job %s ended %s: %s", j.JobID, j.Status, fmtOpt(j.LastError))
+}
+
+// filters are the ls filters that bulk forms take too.
+type filters struct {
+	status, name string
+	all          bool
+}
+
+func (fl *filters) add(cmd *cobra.Command, withStatus bool) {
+	if withStatus {
+		cmd.Flags().StringVar(&fl.status, "status", "", "only jobs in this status (pending, leased, retrying, completed, failed, canceled)")
+		_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"pending", "leased", "retrying",
+			"completed", "failed", "canceled"}, cobra.ShellCompDirectiveNoFileComp))
+	}
+	cmd.Flags().StringVar(&fl.name, "name", "", "only jobs of this type")
+}
+
+func (a *app) jobsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, watch, cancel, requeue and delete jobs"}
+	return group(cmd, a.jobsLsCmd(), a.jobsGetCmd(), a.jobsWatchCmd(),
+		a.actionCmd("cancel", client.BulkCancel, "", "Cancel jobs: pending and retrying at once, running ones when their attempt stops",
+			`  dtsctl jobs cancel 12 13
+  dtsctl jobs cancel --status pending --name report --dry-run
+  dtsctl jobs cancel --all --yes`),
+		a.actionCmd("requeue", client.BulkRequeue, "", "Make failed jobs pending again",
+			`  dtsctl jobs requeue 7
+  dtsctl jobs requeue --name send_email --yes`),
+		a.actionCmd("delete", client.BulkDelete, "", "Delete completed, failed or canceled jobs",
+			`  dtsctl jobs delete 7
+  dtsctl jobs delete --status completed --dry-run`))
+}
+
+func (a *app) jobsLsCmd() *cobra.Command {
+	var fl filters
+	var limit int
+	var cursor string
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List jobs, newest first",
+		Example: `  dtsctl jobs ls --status failed --limit 20
+  dtsctl jobs ls --name send_email --all -o jsonl`,
+		Args: cobra.NoArgs,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			p := client.ListParams{Status: fl.status, Name: fl.name, Limit: limit, Cursor: cursor}
+			var page *client.JobPage
+			if fl.all {
+				page = &client.JobPage{Jobs: []client.Job{}}
+				for j, err := range a.c.ListAll(cmd.Context(), p) {
+					if err != nil {
+						return err
+					}
+					page.Jobs = append(page.Jobs, *j)
+				}
+			} else {
+				var err error
+				if page, err = a.c.List(cmd.Context(), p); err != nil {
+					return err
+				}
+			}
+			if err := emit(a, jobListing(page, page.Jobs)); err != nil {
+				return err
+			}
+			if page.NextCursor != nil && a.output == "table" && !a.quiet {
+				fmt.Fprintf(a.env.Stderr, "more: --cursor %s (or --all)\n", *page.NextCursor)
+			}
+			return nil
+		}),
+	}
+	fl.add(cmd, true)
+	cmd.Flags().BoolVar(&fl.all, "all", false, "follow the cursors to the last page")
+	cmd.Flags().IntVar(&limit, "limit", 50, "jobs per page, 1..1000")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (next_cursor of a page)")
+	return cmd
+}
+
+func jobListing(whole any, jobs []client.Job) listing[client.Job] {
+	return listing[client.Job]{
+		whole:  whole,
+		items:  jobs,
+		id:     func(j client.Job) string { return j.JobID },
+		header: []string{"ID", "NAME", "QUEUE", "STATUS", "ATTEMPTS", "WORKER", "CREATED", "LAST ERROR"},
+		row: func(j client.Job) []string {
+			return []string{j.JobID, j.Name, j.Queue, j.Status, fmt.Sprintf("%d/%d", j.Attempts, j.MaxRetries+1),
+				fmtOpt(j.WorkerID), fmtTime(j.CreatedAt), clip(fmtOpt(j.LastError), 40)}
+		},
+	}
+}
+
+func (a *app) printJob(j *client.Job) error {
+	fields := [][2]string{
+		{"ID", j.JobID}, {"NAME", j.Name}, {"QUEUE", j.Queue}, {"PRIORITY", itoa(j.Priority)},
+		{"STATUS", j.Status}, {"ATTEMPTS", fmt.Sprintf("%d of %d", j.Attempts, j.MaxRetries+1)},
+		{"WORKER", fmtOpt(j.WorkerID)}, {"CREATED", fmtTime(j.CreatedAt)}, {"STARTED", fmtOptTime(j.StartedAt)},
+		{"FINISHED", fmtOptTime(j.FinishedAt)}, {"NEXT RUN", fmtOptTime(j.NextRunAt)},
+		{"PAYLOAD", clip(string(j.Payload), 200)}, {"RESULT", clip(rawOrDash(j.Result), 200)},
+		{"LAST ERROR", fmtOpt(j.LastError)},
+	}
+	if j.CancelRequested {
+		fields = append(fields, [2]string{"CANCEL", "requested"})
+	}
+	for _, e := range j.Errors {
+		fields = append(fields, [2]string{fmt.Sprintf("ERROR %d", e.Attempt),
+			fmt.Sprintf("%s (%s, %s) %s", clip(e.Error, 120), e.Reason, orDash(e.WorkerID), fmtTime(e.At))})
+	}
+	return emitOne(a, j, j.JobID, fields)
+}
+
+func rawOrDash(b json.RawMessage) string {
+	if len(b) == 0 || string(b) == "null" {
+		return "-"
+	}
+	return string(b)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) jobsGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID...",
+		Short: "Show jobs: status, attempts, errors, result",
+		Example: `  dtsctl jobs get 42
+  dtsctl jobs get 42 -o json | jq .result`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			return eachID(a, args, func(id string) error {
+				j, err := a.c.Get(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				return a.printJob(j)
+			})
+		}),
+	}
+}
+
+// eachID runs f on every id, going on after a failure (reported on
+// stderr); the error is the first failure's.
+func eachID(a *app, ids []string, f func(id string) error) error {
+	var firstErr error
+	for _, id := range ids {
+		if err := f(id); err != nil {
+			if len(ids) == 1 {
+				return err
+			}
+			fmt.Fprintf(a.env.Stderr, "dtsctl: %s: %v\n", id, err)
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if firstErr != nil && len(ids) > 1 {
+		return quietError{firstErr}
+	}
+	return firstErr
+}
+
+// quietError is an error already reported; Main prints its summary only.
+type quietError struct{ err error }
+
+func (e quietError) Error() string { return "some ids failed: " + e.err.Error() }
+func (e quietError) Unwrap() error { return e.err }
+
+func (a *app) jobsWatchCmd() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch ID",
+		Short: "Print a job's status as it changes, until it ends (exit 1 if it failed or was canceled)",
+		Example: `  dtsctl jobs watch 42
+  dtsctl jobs watch 42 --interval 200ms -o jsonl`,
+		Args: cobra.ExactArgs(1),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			last := ""
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				j, err := a.c.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if state := fmt.Sprintf("%s %d %v", j.Status, j.Attempts, j.CancelRequested); state != last {
+					last = state
+					if a.output == "table" && !a.quiet {
+						fmt.Fprintf(a.env.Stdout, "%s  %s  %s  attempts %d/%d  worker %s\n", time.Now().UTC().Format(time.RFC3339),
+							j.JobID, j.Status, j.Attempts, j.MaxRetries+1, fmtOpt(j.WorkerID))
+					} else if a.output == "jsonl" {
+						_ = json.NewEncoder(a.env.Stdout).Encode(j)
+					}
+				}
+				if client.Terminal(j.Status) {
+					if a.output == "json" || a.quiet {
+						if err := a.printJob(j); err != nil {
+							return err
+						}
+					}
+					return jobOutcome(j)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-t.C:
+				}
+			}
+		}),
+	}
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "time between polls")
+	return cmd
+}
+
+// actionCmd is a command that acts on jobs by id (ID...) or, with the ls
+// filters or --all, on every job they select (POST /jobs/bulk), which
+// needs --yes, or --dry-run to print how many jobs it would change.
+// status, when set, is a fixed status filter (dlq commands).
+func (a *app) actionCmd(use, action, status, short, example string) *cobra.Command {
+	var fl filters
+	var dryRun, yes bool
+	cmd := &cobra.Command{
+		Use:     use + " [ID...]",
+		Short:   short,
+		Example: example,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			filtered := fl.all || fl.status != "" || fl.name != "" || status != ""
+			if len(args) > 0 {
+				if filtered && status == "" || fl.all || fl.name != "" {
+					return usagef("give ids or filters, not both")
+				}
+				if dryRun || yes {
+					return usagef("--dry-run and --yes are for filters, not ids")
+				}
+				return eachID(a, args, func(id string) error { return a.act(cmd, action, id) })
+			}
+			if !filtered {
+				return usagef("give ids, or filters (--status, --name, or --all for every job)")
+			}
+			req := client.BulkRequest{Action: action, Status: first(status, fl.status), Name: fl.name, DryRun: true}
+			if !dryRun && !yes {
+				return usagef("a %s by filter changes every job it selects: add --dry-run to count them or --yes to go ahead", use)
+			}
+			req.DryRun = dryRun
+			res, err := a.c.Bulk(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			switch {
+			case a.output != "table":
+				return emitOne(a, res, "", nil)
+			case dryRun || a.quiet:
+				n := res.Matched
+				if !dryRun {
+					n = res.Affected
+				}
+				_, err = fmt.Fprintln(a.env.Stdout, n)
+			default:
+				_, err = fmt.Fprintf(a.env.Stdout, "%s: %d of %d jobs\n", action, res.Affected, res.Matched)
+			}
+			return err
+		}),
+	}
+	if status == "" {
+		fl.add(cmd, true)
+		cmd.Flags().BoolVar(&fl.all, "all", false, "every job the action applies to")
+	} else {
+		fl.add(cmd, false)
+		cmd.Flags().BoolVar(&fl.all, "all", false, "every job of the dead-letter queue")
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print how many jobs the filters select; change nothing")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "act on every job the filters select")
+	return cmd
+}
+
+// act runs one action on one job and prints its answer.
+func (a *app) act(cmd *cobra.Command, action, id string) error {
+	var sub client.Submitted
+	var err error
+	switch action {
+	case client.BulkCancel:
+		sub, err = a.c.Cancel(cmd.Context(), id)
+	case client.BulkRequeue:
+		sub, err = a.c.Requeue(cmd.Context(), id)
+	case client.BulkDelete:
+		sub, err = a.c.Delete(cmd.Context(), id)
+	default:
+		return errors.New("unknown action " + action)
+	}
+	if err != nil {
+		return err
+	}
+	if a.output == "table" && !a.quiet {
+		note := ""
+		if sub.CancelRequested {
+			note = " (cancel requested; it ends when its attempt stops)"
+		}
+		_, err = fmt.Fprintf(a.env.Stdout, "%s %s%s\n", sub.JobID, sub.Status, note)
+		return err
+	}
+	if a.output == "json" {
+		return writeJSON(a.env.Stdout, sub)
+	}
+	return emitOne(a, sub, sub.JobID, nil)
+}
+
+// ---- dead-letter queue ----
+
+func (a *app) dlqCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "dlq", Short: "The dead-letter queue: failed jobs"}
+	var limit int
+	var all bool
+	var cursor string
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List failed jobs, the most recently failed first",
+		Example: `  dtsctl dlq ls
+  dtsctl dlq ls --all -q`,
+		Args: cobra.NoArgs,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			p := client.DLQParams{Limit: limit, Cursor: cursor}
+			page, err := a.c.DLQ(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			for all && page.NextCursor != nil {
+				p.Cursor = *page.NextCursor
+				next, err := a.c.DLQ(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				page.Jobs, page.NextCursor = append(page.Jobs, next.Jobs...), next.NextCursor
+			}
+			if err := emit(a, listing[client.DLQJob]{
+				whole:  page,
+				items:  page.Jobs,
+				id:     func(j client.DLQJob) string { return j.JobID },
+				header: []string{"ID", "NAME", "QUEUE", "REASON", "ATTEMPTS", "FAILED", "LAST ERROR"},
+				row: func(j client.DLQJob) []string {
+					return []string{j.JobID, j.Name, j.Queue, j.Reason, itoa(j.Attempts), fmtOptTime(j.FinishedAt),
+						clip(fmtOpt(j.LastError), 50)}
+				},
+			}); err != nil {
+				return err
+			}
+			if page.NextCursor != nil && a.output == "table" && !a.quiet {
+				fmt.Fprintf(a.env.Stderr, "more: --cursor %s (or --all)\n", *page.NextCursor)
+			}
+			return nil
+		}),
+	}
+	ls.Flags().IntVar(&limit, "limit", 50, "jobs per page, 1..1000")
+	ls.Flags().BoolVar(&all, "all", false, "follow the cursors to the last page")
+	ls.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (next_cursor of a page)")
+
+	show := &cobra.Command{
+		Use:     "show ID",
+		Short:   "Show a failed job with its error history",
+		Example: `  dtsctl dlq show 7`,
+		Args:    cobra.ExactArgs(1),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			j, err := a.c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printJob(j)
+		}),
+	}
+	requeue := a.actionCmd("requeue", client.BulkRequeue, client.StatusFailed, "Make failed jobs pending again",
+		`  dtsctl dlq requeue 7 9
+  dtsctl dlq requeue --name send_email --dry-run
+  dtsctl dlq requeue --all --yes`)
+	purge := a.actionCmd("purge", client.BulkDelete, client.StatusFailed, "Delete failed jobs",
+		`  dtsctl dlq purge --all --dry-run
+  dtsctl dlq purge --name webhook --yes`)
+	return group(cmd, ls, show, requeue, purge)
+}

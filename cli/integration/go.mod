@@ -1,0 +1,56 @@
+module github.com/dtsched/dts/cli/integration
+
+go 1.26.8
+
+require (
+	github.com/dtsched/dts/cli v0.0.0
+	github.com/dtsched/dts/client v0.1.0
+	github.com/dtsched/dts/coordinator v0.0.0
+	github.com/dtsched/dts/internal v0.1.0
+	github.com/dtsched/dts/submitter v0.0.0
+	github.com/dtsched/dts/worker v0.1.0
+	github.com/gdamore/tcell/v2 v2.13.10
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/gdamore/encoding v1.0.1 // indirect
+	github.com/go-chi/chi/v5 v5.5.0 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	github.com/lucasb-eyer/go-colorful v1.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/rivo/tview v0.42.0 // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	github.com/rogpeppe/go-internal v1.16.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/term v0.37.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
+
+replace (
+	github.com/dtsched/dts/cli => ../
+	github.com/dtsched/dts/client => ../../client
+	github.com/dtsched/dts/coordinator => ../../coordinator
+	github.com/dtsched/dts/internal => ../../internal
+	github.com/dtsched/dts/submitter => ../../submitter
+	github.com/dtsched/dts/worker => ../../worker
+)
