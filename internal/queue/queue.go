@@ -476,7 +476,7 @@ func DecodeResult(b []byte) (wire.Result, error) {
 		if r.Progress < 0 || r.Progress > wire.MaxProgress {
 			return r, fmt.Errorf("decode result: progress %d out of 0..%d", r.Progress, wire.MaxProgress)
 		}
-		if msg := job.CheckText(r.Message, wire.MaxProgressMessage); msg != "" {
+		if msg := job.CheckText(r.Message, wire.MaxProgressMessage); r.Message != "" && msg != "" {
 			return r, fmt.Errorf("decode result: progress message %s", msg)
 		}
 	default:
