@@ -60,7 +60,7 @@ type Result struct {
 	Outcome    string          `json:"outcome"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
-	Reason     string          `json:"reason,omitempty"` // error, permanent, timeout, canceled
+	Reason     string          `json:"reason,omitempty"`   // error, permanent, timeout, canceled
 	Progress   int             `json:"progress,omitempty"` // outcome progress: 0..MaxProgress
 	Message    string          `json:"message,omitempty"`  // outcome progress: at most MaxProgressMessage characters
 	StartedAt  time.Time       `json:"started_at"`
