@@ -36,6 +36,7 @@ type (
 
 // Job statuses.
 const (
+	StatusWaiting   = string(job.StateWaiting) // its parents (depends_on) are not done yet
 	StatusPending   = string(job.StatePending)
 	StatusLeased    = string(job.StateLeased)
 	StatusRetrying  = string(job.StateRetrying)

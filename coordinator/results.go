@@ -20,6 +20,7 @@ type resultStore interface {
 	JobCompleteMany(ctx context.Context, epoch int64, cs []store.Completion) ([]store.Finished, error)
 	JobFailMany(ctx context.Context, epoch int64, fs []store.Failure, policy store.RetryPolicy) ([]store.FailOutcome, error)
 	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
+	JobProgressMany(ctx context.Context, epoch int64, ps []store.Progress) (int, error)
 }
 
 // resultQueue is where results come from, and where dead jobs are mirrored.
@@ -162,14 +163,28 @@ func invalidResult(r wire.Result, why string) wire.Result {
 }
 
 // applyBatch records one batch of outcomes: completions in one statement,
-// failures in one transaction, releases in one statement.
+// failures in one transaction, releases in one statement, and progress
+// reports in one statement (the latest per lease of the batch: a report is
+// a running attempt's, so it ends nothing and frees no slot).
 func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResult) error {
-	a.metrics.resultBatch.Observe(float64(len(rs)))
 	var (
 		completions []store.Completion
 		failures    []store.Failure
 		releases    []store.Release
+		progress    []store.Progress
 	)
+	rs, latest := splitProgress(rs)
+	for _, r := range latest {
+		progress = append(progress, store.Progress{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID,
+			Percent: r.Progress, Message: r.Message})
+	}
+	if _, err := a.store.JobProgressMany(ctx, a.l.epoch, progress); err != nil {
+		return err
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	a.metrics.resultBatch.Observe(float64(len(rs)))
 	byID := make(map[int64]wire.Result, len(rs))
 	for i := range rs {
 		r := rs[i].Result
@@ -248,6 +263,31 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 		a.l.wake()
 	}
 	return nil
+}
+
+// splitProgress takes the progress reports out of rs and returns the rest,
+// in order, and the latest report of each lease (stream order is the order
+// a worker sent them in).
+func splitProgress(rs []queue.ReceivedResult) ([]queue.ReceivedResult, []wire.Result) {
+	type lease struct{ job, token int64 }
+	var latest []wire.Result
+	at := map[lease]int{}
+	rest := rs[:0:0]
+	for _, rr := range rs {
+		r := rr.Result
+		if r.Outcome != wire.OutcomeProgress {
+			rest = append(rest, rr)
+			continue
+		}
+		k := lease{r.JobID, r.LeaseToken}
+		if i, ok := at[k]; ok {
+			latest[i] = r
+			continue
+		}
+		at[k] = len(latest)
+		latest = append(latest, r)
+	}
+	return rest, latest
 }
 
 // logStale logs each result that was rejected because its lease was gone.

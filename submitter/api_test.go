@@ -450,7 +450,7 @@ func TestStats(t *testing.T) {
 	var st wire.StatsResponse
 	status, body := e.do("GET", "/stats", "")
 	e.must(200, &st, status, body)
-	if len(st.Jobs) != 6 || len(st.Workers) != 4 || st.QueueDepth != 0 || st.OldestPendingSeconds != 0 {
+	if len(st.Jobs) != 7 || len(st.Workers) != 4 || st.QueueDepth != 0 || st.OldestPendingSeconds != 0 {
 		t.Errorf("empty stats = %s", body)
 	}
 

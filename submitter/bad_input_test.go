@@ -169,7 +169,7 @@ func TestBadInput(t *testing.T) {
 		{"requeue completed job", "POST", "/dlq/" + completed.JobID + "/requeue", "", nil, false, 409, wire.CodeConflict, ""},
 
 		// query parameters
-		{"list bad status", "GET", "/jobs?status=done", "", nil, false, 400, wire.CodeInvalidField, "status: must be one of pending"},
+		{"list bad status", "GET", "/jobs?status=done", "", nil, false, 400, wire.CodeInvalidField, "status: must be one of waiting, pending"},
 		{"list limit zero", "GET", "/jobs?limit=0", "", nil, false, 400, wire.CodeInvalidField, "limit"},
 		{"list limit too big", "GET", "/jobs?limit=1001", "", nil, false, 400, wire.CodeInvalidField, "limit"},
 		{"list limit letters", "GET", "/jobs?limit=ten", "", nil, false, 400, wire.CodeInvalidField, "limit"},

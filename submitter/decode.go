@@ -28,6 +28,7 @@ const (
 	maxDelaySeconds   = 365 * 24 * 3600
 	maxTimeoutSeconds = 24 * 3600
 	maxBatchJobs      = 1000
+	maxDependsOn      = 1000 // parents of one job (depends_on and depends_on_index together)
 )
 
 // decodeSubmit decodes and validates the body of POST /submit_job and
@@ -50,6 +51,9 @@ func submitParams(req *wire.SubmitRequest, headerKey string, maxPayload int) (st
 	if err != nil {
 		return p, err
 	}
+	if len(req.DependsOnIndex) > 0 {
+		return p, httpx.InvalidField("depends_on_index", "only in a batch (POST /submit_jobs); use depends_on with job ids")
+	}
 	if headerKey != "" {
 		if err := checkIdempotencyKey(headerKey, "Idempotency-Key header"); err != nil {
 			return p, err
@@ -63,9 +67,11 @@ func submitParams(req *wire.SubmitRequest, headerKey string, maxPayload int) (st
 }
 
 // decodeBatch decodes and validates the body of POST /submit_jobs: a JSON
-// array of jobs, or {"jobs": [...]}. Errors name the job: "jobs[3].name: ...".
+// array of jobs, or {"jobs": [...], "callback": {...}}. Errors name the
+// job: "jobs[3].name: ...". A callback comes last, with Callback set.
 func decodeBatch(body []byte, maxPayload int) ([]store.JobInsertParams, error) {
 	var items []json.RawMessage
+	var callback json.RawMessage
 	switch first := firstByte(body); {
 	case first == '[':
 		if err := httpx.DecodeStrict(body, &items); err != nil {
@@ -81,7 +87,7 @@ func decodeBatch(body []byte, maxPayload int) ([]store.JobInsertParams, error) {
 		if req.Jobs == nil {
 			return nil, httpx.InvalidField("jobs", "required: an array of jobs")
 		}
-		items = req.Jobs
+		items, callback = req.Jobs, req.Callback
 	}
 	if len(items) == 0 {
 		return nil, httpx.InvalidField("jobs", "must hold at least one job")
@@ -107,7 +113,32 @@ func decodeBatch(body []byte, maxPayload int) ([]store.JobInsertParams, error) {
 			}
 			keys[p.IdempotencyKey] = i
 		}
+		for _, j := range req.DependsOnIndex {
+			if j < 0 || j >= i {
+				return nil, httpx.InvalidField(prefix+".depends_on_index", "%d is not the index of an earlier job of the batch", j)
+			}
+		}
 		out[i] = p
+	}
+	if len(callback) > 0 && string(callback) != "null" {
+		var req wire.SubmitRequest
+		if err := decodeObject(callback, &req); err != nil {
+			return nil, withPrefix(err, "callback")
+		}
+		if len(req.DependsOn) > 0 || len(req.DependsOnIndex) > 0 {
+			return nil, httpx.InvalidField("callback", "takes no depends_on or depends_on_index: it depends on every job of the batch")
+		}
+		p, err := validateSubmit(&req, maxPayload, "callback.")
+		if err != nil {
+			return nil, err
+		}
+		if p.IdempotencyKey != "" {
+			if j, dup := keys[p.IdempotencyKey]; dup {
+				return nil, httpx.InvalidField("callback.idempotency_key", "repeats the key of jobs[%d]", j)
+			}
+		}
+		p.Callback = true
+		out = append(out, p)
 	}
 	return out, nil
 }
@@ -219,6 +250,23 @@ func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (sto
 		}
 		p.IdempotencyKey = req.IdempotencyKey
 	}
+
+	if n := len(req.DependsOn) + len(req.DependsOnIndex); n > maxDependsOn {
+		return bad("depends_on", "names %d jobs, at most %d are allowed", n, maxDependsOn)
+	}
+	for _, raw := range req.DependsOn {
+		text := string(raw)
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			text = s
+		}
+		id, err := parseID(text)
+		if err != nil {
+			return bad("depends_on", "%q is not a job id (a positive integer)", truncate(text, 40))
+		}
+		p.DependsOn = append(p.DependsOn, id)
+	}
+	p.DependsOnIndex = req.DependsOnIndex
 
 	payload, err := job.NormalizeJSON(req.Payload, maxPayload)
 	if err != nil {

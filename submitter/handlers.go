@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -146,7 +147,11 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	if created > 0 {
 		status = http.StatusCreated
 	}
-	httpx.WriteJSON(w, status, wire.BatchSubmitResponse{Jobs: resps})
+	resp := wire.BatchSubmitResponse{Jobs: resps}
+	if params[len(params)-1].Callback {
+		resp.Jobs, resp.Callback = resps[:len(resps)-1], &resps[len(resps)-1]
+	}
+	httpx.WriteJSON(w, status, resp)
 	return nil
 }
 
@@ -156,7 +161,7 @@ func dueNow(params []store.JobInsertParams, res []store.JobInsertResult) int {
 	now, n := time.Now(), 0
 	for i, r := range res {
 		p := params[i]
-		if r.Created && p.Delay <= 0 && (p.RunAt == nil || !p.RunAt.After(now)) {
+		if r.Created && r.State == job.StatePending && p.Delay <= 0 && (p.RunAt == nil || !p.RunAt.After(now)) {
 			n++
 		}
 	}
@@ -183,12 +188,21 @@ func (s *Server) admit(w http.ResponseWriter) error {
 func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]wire.SubmitResponse, int, error) {
 	var res []store.JobInsertResult
 	var err error
-	if len(params) == 1 {
+	if len(params) == 1 && len(params[0].DependsOn) == 0 {
 		var r store.JobInsertResult
 		r, err = s.inserts.Insert(ctx, params[0])
 		res = []store.JobInsertResult{r}
 	} else {
 		res, err = s.store.JobInsert(ctx, params)
+	}
+	var unknown *store.UnknownJobsError
+	if errors.As(err, &unknown) {
+		ids := make([]string, len(unknown.IDs))
+		for i, id := range unknown.IDs {
+			ids[i] = formatID(id)
+		}
+		return nil, 0, httpx.Errorf(http.StatusBadRequest, wire.CodeUnknownDependency,
+			"depends_on: no job with id %s", strings.Join(ids, ", "))
 	}
 	if err != nil {
 		return nil, 0, s.storeError(storeOpInsert, err)
@@ -198,7 +212,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	created := 0
 	debug := s.logger.Enabled(ctx, slog.LevelDebug)
 	for i, r := range res {
-		out[i] = wire.SubmitResponse{JobID: formatID(r.ID), Status: string(job.StatePending)}
+		out[i] = wire.SubmitResponse{JobID: formatID(r.ID), Status: string(cmp.Or(r.State, job.StatePending))}
 		if r.Created {
 			created++
 		} else {
@@ -531,6 +545,8 @@ func jobView(j *job.Job) wire.Job {
 		FinishedAt:      optTime(j.FinishedAt),
 		NextRunAt:       optTime(&j.NextRunAt),
 		CancelRequested: j.CancelRequest,
+		Progress:        j.Progress,
+		ProgressMessage: optString(j.ProgressMessage),
 	}
 	if len(v.Payload) == 0 {
 		v.Payload = []byte("null")

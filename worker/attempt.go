@@ -29,6 +29,58 @@ var (
 type attempt struct {
 	jobID  int64
 	cancel context.CancelCauseFunc
+	// Progress reports, under Worker.mu: the latest not yet queued, when
+	// the last one was queued, and the timer that queues the latest once
+	// progressInterval has passed.
+	progress  *wire.Result
+	lastSent  time.Time
+	progTimer *time.Timer
+}
+
+// progressInterval is the least time between two progress reports of one
+// attempt: a handler may call Job.Progress in a tight loop, and only the
+// latest report within an interval is sent.
+const progressInterval = time.Second
+
+// reportProgress queues a progress report of the attempt under token, at
+// most one per progressInterval, the latest winning. A report for an
+// attempt that has ended is dropped.
+func (w *Worker) reportProgress(jobID, token int64, attemptNo, pct int, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a, ok := w.running[token]
+	if !ok || a.jobID != jobID {
+		return
+	}
+	a.progress = &wire.Result{JobID: jobID, LeaseToken: token, WorkerID: w.cfg.ID, Attempt: attemptNo,
+		Outcome: wire.OutcomeProgress, Progress: pct, Message: msg, StartedAt: time.Now()}
+	if a.progTimer != nil {
+		return // queued when the timer fires, the latest then
+	}
+	wait := time.Until(a.lastSent.Add(progressInterval))
+	if wait <= 0 {
+		w.queueProgressLocked(a)
+		return
+	}
+	a.progTimer = time.AfterFunc(wait, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		a.progTimer = nil
+		if w.running[token] == a && a.progress != nil {
+			w.queueProgressLocked(a)
+		}
+	})
+}
+
+// queueProgressLocked hands the attempt's latest report to the sender,
+// ahead of the attempt's result (the stream keeps the order). w.mu is held.
+func (w *Worker) queueProgressLocked(a *attempt) {
+	w.toSend = append(w.toSend, *a.progress)
+	a.progress, a.lastSent = nil, time.Now()
+	select {
+	case w.queued <- struct{}{}:
+	default:
+	}
 }
 
 // execute runs one attempt and turns its outcome into a result.
@@ -49,7 +101,8 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 		return r
 	}
 	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
-		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt}
+		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt,
+		progress: func(pct int, msg string) { w.reportProgress(d.JobID, d.LeaseToken, d.Attempt, pct, msg) }}
 	if w.log.Enabled(ctx, slog.LevelDebug) {
 		log().DebugContext(ctx, "attempt started")
 	}
@@ -89,6 +142,11 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 // report moves an attempt from running to unsent and queues its result.
 func (w *Worker) report(r wire.Result, label string) {
 	w.mu.Lock()
+	if a := w.running[r.LeaseToken]; a != nil && a.progress != nil {
+		// The latest report goes ahead of the result, unthrottled.
+		w.toSend = append(w.toSend, *a.progress)
+		a.progress = nil
+	}
 	delete(w.running, r.LeaseToken)
 	w.unsent[r.LeaseToken] = r.JobID
 	w.toSend = append(w.toSend, r)

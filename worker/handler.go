@@ -4,7 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // Job is what a handler receives: one attempt at one job.
@@ -17,6 +22,45 @@ type Job struct {
 	MaxRetries int             // retries allowed after the first attempt
 	WorkerID   string          // the worker running this attempt
 	CreatedAt  time.Time       // when the job was submitted
+
+	progress func(pct int, msg string) // set by the worker that runs the attempt
+}
+
+// Progress reports how far the attempt has come: pct from 0 to 100 and a
+// short message (control characters dropped, cut to 200 characters).
+// GET /jobs/{id} shows the latest report as progress and progress_message.
+// It never blocks: reports travel on the results stream ahead of the
+// attempt's result, at most one a second per attempt (the latest within
+// the second wins), and the coordinator records one only while the
+// attempt's lease holds. It returns an error when pct is out of range or
+// ctx is done, and does nothing on a Job the worker did not create.
+func (j *Job) Progress(ctx context.Context, pct int, msg string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if pct < 0 || pct > wire.MaxProgress {
+		return fmt.Errorf("progress %d: must be between 0 and %d", pct, wire.MaxProgress)
+	}
+	if j.progress != nil {
+		j.progress(pct, progressMessage(msg))
+	}
+	return nil
+}
+
+// progressMessage makes msg valid UTF-8 without control characters, at most
+// wire.MaxProgressMessage characters (what the coordinator accepts).
+func progressMessage(msg string) string {
+	out := make([]rune, 0, min(len(msg), wire.MaxProgressMessage))
+	for _, r := range msg {
+		if len(out) == wire.MaxProgressMessage {
+			break
+		}
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return string(out)
 }
 
 // PayloadString returns the payload as a string: the string itself when the

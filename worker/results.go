@@ -69,6 +69,9 @@ func (w *Worker) send(ctx context.Context, batch []wire.Result) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range batch {
+		if r.Outcome == wire.OutcomeProgress {
+			continue // the attempt's result may still be queued
+		}
 		delete(w.unsent, r.LeaseToken)
 		if w.newest[r.JobID] == r.LeaseToken {
 			delete(w.newest, r.JobID)

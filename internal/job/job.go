@@ -5,6 +5,9 @@
 //
 // The state machine (docs/architecture.md draws it):
 //
+//	waiting  -> pending                (every parent completed; a batch callback:
+//	                                    every parent final)
+//	waiting  -> canceled               (a parent failed or was canceled; cancel)
 //	pending  -> leased                 (coordinator claims it for a worker)
 //	retrying -> leased                 (its next_run_at has come)
 //	leased   -> completed              (the worker reported success)
@@ -31,6 +34,7 @@ type State string
 
 // The job states.
 const (
+	StateWaiting   State = "waiting" // parents not done yet; in no claim index
 	StatePending   State = "pending"
 	StateLeased    State = "leased"
 	StateRetrying  State = "retrying"
@@ -40,7 +44,7 @@ const (
 )
 
 // States lists every state, in lifecycle order.
-var States = []State{StatePending, StateLeased, StateRetrying, StateCompleted, StateFailed, StateCanceled}
+var States = []State{StateWaiting, StatePending, StateLeased, StateRetrying, StateCompleted, StateFailed, StateCanceled}
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
@@ -100,6 +104,10 @@ type Job struct {
 	StartedAt      *time.Time
 	FinishedAt     *time.Time
 	NextRunAt      time.Time
+	// Progress (0..100) and ProgressMessage are the latest a handler
+	// reported; Progress is nil when none did.
+	Progress        *int
+	ProgressMessage string
 }
 
 // AttemptError is the error one failed attempt left behind.
@@ -121,4 +129,8 @@ const (
 	ReasonMaxRetriesExceeded = "max_retries_exceeded" // no retries remained
 	ReasonCanceled           = "canceled"             // canceled through the API
 	ReasonInvalidResult      = "invalid_result"       // the handler's result could not be stored
+	// dead_reason of a job canceled because a parent it depends on failed
+	// or was canceled.
+	ReasonDependencyFailed   = "dependency_failed"
+	ReasonDependencyCanceled = "dependency_canceled"
 )

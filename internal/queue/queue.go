@@ -472,6 +472,13 @@ func DecodeResult(b []byte) (wire.Result, error) {
 	}
 	switch r.Outcome {
 	case wire.OutcomeCompleted, wire.OutcomeFailed, wire.OutcomeReleased:
+	case wire.OutcomeProgress:
+		if r.Progress < 0 || r.Progress > wire.MaxProgress {
+			return r, fmt.Errorf("decode result: progress %d out of 0..%d", r.Progress, wire.MaxProgress)
+		}
+		if msg := job.CheckText(r.Message, wire.MaxProgressMessage); r.Message != "" && msg != "" {
+			return r, fmt.Errorf("decode result: progress message %s", msg)
+		}
 	default:
 		return r, fmt.Errorf("decode result: unknown outcome %q", r.Outcome)
 	}

@@ -76,3 +76,86 @@ BEGIN
             j.lease_token, j.worker_id, j.created_at;
 END
 $$;
+
+-- Dependencies (docs/architecture.md, "Dependencies"). A waiting job
+-- (status 'waiting', in no claim index) has rows in job_dependencies naming
+-- its parents. dts_settle_waiting decides what becomes of each waiting job
+-- of p_children, whose rows it locks in id order:
+--
+--   - an ordinary child is canceled as soon as one parent is failed or
+--     canceled (dead_reason dependency_failed or dependency_canceled,
+--     last_error naming that parent), and made pending once every parent is
+--     completed;
+--   - a batch callback (callback = true) is made pending once every parent
+--     is final, whatever its outcome, with its payload replaced by
+--     {"payload": <as submitted>, "jobs": dts_dependency_outcomes(id)}.
+--
+-- A parent deleted by retention no longer counts (its edge went with it).
+-- Canceling a child fires the trigger below on the child in turn, so a
+-- cancel cascades down the graph in the same transaction. The submitter
+-- calls it for the jobs it has just inserted waiting (their parents may be
+-- final already); the trigger calls it for a parent's children.
+CREATE OR REPLACE FUNCTION dts_settle_waiting(p_children bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    c   record;
+    bad record;
+BEGIN
+    FOR c IN SELECT j.id, j.callback FROM jobs j
+             WHERE j.id = ANY(p_children) AND j.status = 'waiting' ORDER BY j.id FOR UPDATE
+    LOOP
+        IF c.callback THEN
+            IF NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent
+                           WHERE d.child = c.id AND p.status NOT IN ('completed', 'failed', 'canceled')) THEN
+                UPDATE jobs SET status = 'pending', next_run_at = greatest(next_run_at, now()),
+                    payload = jsonb_build_object('payload', payload, 'jobs', dts_dependency_outcomes(c.id))
+                WHERE id = c.id;
+            END IF;
+            CONTINUE;
+        END IF;
+        SELECT p.id, p.status INTO bad FROM job_dependencies d JOIN jobs p ON p.id = d.parent
+            WHERE d.child = c.id AND p.status IN ('failed', 'canceled') ORDER BY p.id LIMIT 1;
+        IF FOUND THEN
+            UPDATE jobs SET status = 'canceled', finished_at = now(), dead_reason = 'dependency_' || bad.status,
+                last_error = format('parent job %s %s', bad.id,
+                                    CASE bad.status WHEN 'failed' THEN 'failed' ELSE 'was canceled' END)
+            WHERE id = c.id;
+        ELSIF NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent
+                          WHERE d.child = c.id AND p.status <> 'completed') THEN
+            UPDATE jobs SET status = 'pending', next_run_at = greatest(next_run_at, now()) WHERE id = c.id;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- dts_dependency_outcomes is what a batch callback receives: each parent's
+-- id (a decimal string, as the API shows ids), name, final status, result
+-- (left out, with "result_omitted": true, when its JSON text is over 8 KiB:
+-- GET /jobs/{id} has it) and last error, in id order (the batch's order).
+CREATE OR REPLACE FUNCTION dts_dependency_outcomes(p_child bigint) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(
+        jsonb_build_object('job_id', p.id::text, 'name', p.name, 'status', p.status,
+            'result', CASE WHEN octet_length(p.result::text) <= 8192 THEN p.result END, 'error', p.last_error)
+        || CASE WHEN octet_length(p.result::text) > 8192 THEN '{"result_omitted": true}'::jsonb ELSE '{}'::jsonb END
+        ORDER BY p.id), '[]'::jsonb)
+    FROM job_dependencies d JOIN jobs p ON p.id = d.parent WHERE d.child = p_child
+$$;
+
+-- The trigger covers every path to a final state (results, reclaims,
+-- releases, cancel), in the transaction of the statement that got there.
+-- Its WHEN keeps it off the hot path: it fires only for a job some other
+-- job depends on (has_dependents) whose status just became final.
+CREATE OR REPLACE FUNCTION dts_jobs_release_dependents() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM dts_settle_waiting(ARRAY(SELECT d.child FROM job_dependencies d WHERE d.parent = NEW.id));
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER jobs_release_dependents AFTER UPDATE OF status ON jobs
+    FOR EACH ROW
+    WHEN (NEW.has_dependents AND NEW.status IN ('completed', 'failed', 'canceled')
+          AND OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION dts_jobs_release_dependents();

@@ -23,13 +23,45 @@ type JobInsertParams struct {
 	IdempotencyKey string     // empty: none
 	RunAt          *time.Time // nil: now + Delay, by PostgreSQL's clock
 	Delay          time.Duration
+	// DependsOn names existing jobs that must complete before this one
+	// runs; an unknown id fails the whole insert (*UnknownJobsError).
+	DependsOn []int64
+	// DependsOnIndex names earlier jobs of the same JobInsert call (their
+	// indices, each below this job's own) that must complete first.
+	DependsOnIndex []int
+	// Callback makes this job a batch callback: its parents are every
+	// earlier job of the call, and it runs once all of them are final,
+	// whatever their outcome, with their outcomes in its payload.
+	Callback bool
+}
+
+// hasParents reports whether the job waits on others.
+func (p *JobInsertParams) hasParents() bool {
+	return len(p.DependsOn) > 0 || len(p.DependsOnIndex) > 0 || p.Callback
 }
 
 // JobInsertResult is the outcome for one JobInsertParams, in input order.
 type JobInsertResult struct {
 	ID      int64
 	Created bool // false: an earlier job had the same idempotency key
+	// State is the job's state after the insert: pending, or for a job
+	// with parents waiting, pending (its parents are done) or canceled (one
+	// failed or was canceled). For an earlier job (Created false) it is
+	// empty: JobStateGetMany reads it.
+	State job.State
 }
+
+// UnknownJobsError says that jobs named as parents do not exist (never
+// did, or retention deleted them). It wraps job.ErrNotFound.
+type UnknownJobsError struct {
+	IDs []int64 // ascending
+}
+
+func (e *UnknownJobsError) Error() string {
+	return fmt.Sprintf("unknown parent jobs %v", e.IDs)
+}
+
+func (e *UnknownJobsError) Unwrap() error { return job.ErrNotFound }
 
 // scanJob reads the columns of the fragment jobColumns
 // (queries/job_api.sql), in its order.
@@ -39,7 +71,7 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 	var state string
 	if err := row.Scan(&j.ID, &j.Name, &j.Queue, &j.Priority, &j.Payload, &state, &j.Attempts, &j.MaxRetries,
 		&j.TimeoutSeconds, &j.IdempotencyKey, &j.LastError, &errs, &j.Result, &j.WorkerID, &j.LeaseToken,
-		&j.CancelRequest, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.NextRunAt); err != nil {
+		&j.CancelRequest, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.NextRunAt, &j.Progress, &j.ProgressMessage); err != nil {
 		return nil, interpretError(err)
 	}
 	j.State = job.State(state)
@@ -62,14 +94,27 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 // insertBatcher does). A key whose job is deleted (by retention) between
 // the INSERT and the look-up is free again: its job is inserted again in
 // the same transaction.
+//
+// Jobs with parents (DependsOn, DependsOnIndex, Callback) are inserted in
+// one transaction with their edges (jobInsertDeps).
 func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobInsertResult, error) {
 	all := make([]int, len(params))
-	keyed := false
+	keyed, deps := false, false
 	for i, p := range params {
 		all[i] = i
 		keyed = keyed || p.IdempotencyKey != ""
+		deps = deps || p.hasParents()
 	}
 	out := make([]JobInsertResult, len(params))
+	if deps {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			return jobInsertDeps(ctx, tx, params, all, out)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
+		}
+		return out, nil
+	}
 	if !keyed { // nothing to look up: one statement, committed by itself
 		if _, err := jobInsertRows(ctx, s.pool, params, all, out); err != nil {
 			return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
@@ -156,9 +201,14 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 	names, queues, payloads, keys := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	prios, retries, timeouts := make([]int32, n), make([]int32, n), make([]int32, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
+	statuses, callbacks := make([]string, n), make([]bool, n)
 	for i, k := range idx {
 		p := params[k]
 		names[i], queues[i], payloads[i] = p.Name, p.Queue, string(p.Payload)
+		statuses[i], callbacks[i] = string(job.StatePending), p.Callback
+		if p.hasParents() {
+			statuses[i] = string(job.StateWaiting)
+		}
 		if queues[i] == "" {
 			queues[i] = "default"
 		}
@@ -173,7 +223,7 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
 	rows, err := db.Query(ctx, q("JobInsertRows"),
-		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays)
+		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks)
 	if err != nil {
 		return nil, err
 	}
@@ -202,10 +252,10 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		p := params[k]
 		switch {
 		case p.IdempotencyKey == "":
-			out[k] = JobInsertResult{ID: unkeyed[0], Created: true}
+			out[k] = JobInsertResult{ID: unkeyed[0], Created: true, State: job.StatePending}
 			unkeyed = unkeyed[1:]
 		case byKey[p.IdempotencyKey] != 0:
-			out[k] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true}
+			out[k] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true, State: job.StatePending}
 			// A repeat of the key later in idx was not created: it is
 			// looked up like any earlier job's key.
 			delete(byKey, p.IdempotencyKey)

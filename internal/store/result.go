@@ -306,3 +306,33 @@ func (s *Store) JobReleaseMany(ctx context.Context, epoch int64, rs []Release) (
 	}
 	return out, nil
 }
+
+// Progress is a running attempt's progress report.
+type Progress struct {
+	ID         int64
+	LeaseToken int64
+	WorkerID   string // the lease's worker
+	Percent    int    // 0..100
+	Message    string
+}
+
+// JobProgressMany records progress reports in one statement and returns how
+// many it applied. Like a result, a report applies only to the job still
+// leased under its token to its worker, and only under the current epoch;
+// a stale one changes nothing. Give at most one report per job: the latest.
+func (s *Store) JobProgressMany(ctx context.Context, epoch int64, ps []Progress) (int, error) {
+	if len(ps) == 0 {
+		return 0, nil
+	}
+	ids, tokens, workers := make([]int64, len(ps)), make([]int64, len(ps)), make([]string, len(ps))
+	pcts, msgs := make([]int32, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		ids[i], tokens[i], workers[i] = p.ID, p.LeaseToken, p.WorkerID
+		pcts[i], msgs[i] = int32(min(max(p.Percent, 0), 100)), storableText(p.Message, maxErrorLen)
+	}
+	tag, err := s.pool.Exec(ctx, q("JobProgressMany"), ids, tokens, workers, pcts, msgs, leased, epoch)
+	if err != nil {
+		return 0, fmt.Errorf("record progress: %w", interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}

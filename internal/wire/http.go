@@ -36,12 +36,26 @@ type SubmitRequest struct {
 	// IdempotencyKey (at most 200 characters) makes a resubmission return
 	// the first job instead of creating another. Also the Idempotency-Key header.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// DependsOn names existing jobs (ids as strings or numbers) that must
+	// all complete before this one runs; until then it is waiting. When
+	// one fails for good or is canceled, this job is canceled. Unknown ids
+	// are a 400 unknown_dependency. At most 1000.
+	DependsOn []json.RawMessage `json:"depends_on,omitempty"`
+	// DependsOnIndex, in a batch only, names earlier jobs of the same
+	// batch by their index (each below the job's own), like DependsOn.
+	DependsOnIndex []int `json:"depends_on_index,omitempty"`
 }
 
 // BatchSubmitRequest is the object form of the POST /submit_jobs body; a
 // bare JSON array of SubmitRequest is accepted too.
 type BatchSubmitRequest struct {
 	Jobs []json.RawMessage `json:"jobs"`
+	// Callback is a job (a SubmitRequest without depends_on or
+	// depends_on_index) created waiting on every job of the batch; it runs
+	// once all of them are final, whatever their outcome, with the payload
+	// {"payload": <its own>, "jobs": [{job_id, name, status, result,
+	// error}, ...]} in batch order.
+	Callback json.RawMessage `json:"callback,omitempty"`
 }
 
 // SubmitResponse answers a submission (201 created, 200 for a repeated
@@ -54,7 +68,8 @@ type SubmitResponse struct {
 
 // BatchSubmitResponse answers POST /submit_jobs, in request order.
 type BatchSubmitResponse struct {
-	Jobs []SubmitResponse `json:"jobs"`
+	Jobs     []SubmitResponse `json:"jobs"`
+	Callback *SubmitResponse  `json:"callback,omitempty"` // the batch's callback job, if one was asked for
 }
 
 // Job is a job as GET /jobs/{id} and GET /jobs show it. Times are RFC 3339
@@ -78,6 +93,10 @@ type Job struct {
 	FinishedAt      *time.Time      `json:"finished_at"`
 	NextRunAt       *time.Time      `json:"next_run_at"`
 	CancelRequested bool            `json:"cancel_requested"`
+	// Progress (0..100) and ProgressMessage are the latest a handler
+	// reported (worker.Job.Progress); null when none did.
+	Progress        *int    `json:"progress"`
+	ProgressMessage *string `json:"progress_message"`
 }
 
 // AttemptError is the error one failed attempt left behind.
@@ -155,4 +174,5 @@ const (
 	CodeRateLimited          = "rate_limited"           // 429: over the caller's rate; see Retry-After
 	CodeOverloaded           = "overloaded"             // 503: too many requests in progress; retry shortly
 	CodeNotLeader            = "not_leader"             // 503 from a standby coordinator's /workers: ask the leader
+	CodeUnknownDependency    = "unknown_dependency"     // 400: depends_on names jobs that do not exist; the message lists them
 )

@@ -40,6 +40,15 @@ const (
 	OutcomeCompleted = "completed" // the handler succeeded
 	OutcomeFailed    = "failed"    // the handler failed; retry if retries remain
 	OutcomeReleased  = "released"  // the worker gave the job back unrun or interrupted (shutdown); the attempt does not count
+	// OutcomeProgress is not an outcome: a running attempt's progress
+	// report (Progress, Message). It ends nothing and frees no slot.
+	OutcomeProgress = "progress"
+)
+
+// Bounds of a progress report.
+const (
+	MaxProgress        = 100
+	MaxProgressMessage = 200 // characters
 )
 
 // Result is what a worker reports on the results stream after an attempt.
@@ -51,7 +60,9 @@ type Result struct {
 	Outcome    string          `json:"outcome"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
-	Reason     string          `json:"reason,omitempty"` // error, permanent, timeout, canceled
+	Reason     string          `json:"reason,omitempty"`   // error, permanent, timeout, canceled
+	Progress   int             `json:"progress,omitempty"` // outcome progress: 0..MaxProgress
+	Message    string          `json:"message,omitempty"`  // outcome progress: at most MaxProgressMessage characters
 	StartedAt  time.Time       `json:"started_at"`
 	FinishedAt time.Time       `json:"finished_at"`
 }

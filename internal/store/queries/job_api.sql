@@ -4,17 +4,20 @@
 -- The columns scanJob reads, in its order.
 id, name, queue, priority, payload, status, attempts, max_retries, timeout_seconds,
     coalesce(idempotency_key, ''), coalesce(last_error, ''), errors, result, coalesce(worker_id, ''),
-    coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at
+    coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at,
+    progress::int, coalesce(progress_message, '')
 
 -- name: JobInsertKeyedLookup
 SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)
 
 -- name: JobInsertRows
-INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at)
+INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, idempotency_key, next_run_at,
+                  status, callback)
 SELECT name, queue, prio, payload::jsonb, retries, timeout, key,
-       coalesce(run_at, now() + delay_ms * interval '1 millisecond')
-FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::bigint[])
-     WITH ORDINALITY AS t(name, queue, prio, payload, retries, timeout, key, run_at, delay_ms, ord)
+       coalesce(run_at, now() + delay_ms * interval '1 millisecond'), status, callback
+FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::bigint[],
+            $10::text[], $11::boolean[])
+     WITH ORDINALITY AS t(name, queue, prio, payload, retries, timeout, key, run_at, delay_ms, status, callback, ord)
 ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, idempotency_key
@@ -32,7 +35,7 @@ UPDATE jobs SET
     status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
     finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
     cancel_requested = true
-WHERE id = $1 AND status IN ('pending', 'retrying', 'leased')
+WHERE id = $1 AND status IN ('waiting', 'pending', 'retrying', 'leased')
 RETURNING status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
     coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)
 

@@ -48,3 +48,11 @@ FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS u(id, token, worker)
 WHERE j.id = u.id AND j.status = $3 AND j.lease_token = u.token AND j.worker_id = u.worker
   AND (SELECT dts_fence($5))
 RETURNING j.id
+
+-- name: JobProgressMany
+-- status is not in the SET list: the dependency trigger (UPDATE OF status)
+-- does not fire, and the row can be updated HOT (no indexed column changes).
+UPDATE jobs j SET progress = u.pct, progress_message = nullif(u.msg, '')
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::int[], $5::text[]) AS u(id, token, worker, pct, msg)
+WHERE j.id = u.id AND j.status = $6 AND j.lease_token = u.token AND j.worker_id = u.worker
+  AND (SELECT dts_fence($7))

@@ -1,0 +1,74 @@
+package integration_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/client"
+	"github.com/dtsched/dts/worker"
+)
+
+// TestProgress: a handler's progress reaches GET /jobs/{id} through the
+// results stream and the leader, while the attempt runs; the latest of a
+// burst wins, and the last report stays after completion.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	seen := make(chan struct{})
+	s.run(map[string]worker.HandlerFunc{
+		"long": func(ctx context.Context, j *worker.Job) (any, error) {
+			if err := j.Progress(ctx, 101, "too far"); err == nil {
+				t.Error("Progress(101) accepted")
+			}
+			for pct := range 51 { // a burst: throttled, the latest (50) wins
+				if err := j.Progress(ctx, pct, "half way\x00 there"); err != nil {
+					return nil, err
+				}
+			}
+			select {
+			case <-seen:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			_ = j.Progress(ctx, 100, "done")
+			return "ok", nil
+		},
+	})
+	c := s.client(client.Config{PollInterval: 50 * time.Millisecond})
+	ctx := within(t, 30*time.Second)
+	sub, err := c.Submit(ctx, "long", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		j, err := c.Get(ctx, sub.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Progress != nil && *j.Progress == 50 {
+			if j.Status != client.StatusLeased || j.ProgressMessage == nil || *j.ProgressMessage != "half way there" {
+				t.Errorf("while running: status %s, message %v", j.Status, j.ProgressMessage)
+			}
+			break
+		}
+		if j.Progress != nil && *j.Progress != 0 {
+			t.Logf("progress %d", *j.Progress)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("progress never reached 50: %+v", j)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	close(seen)
+	j, err := c.Wait(ctx, sub.JobID)
+	if err != nil || j.Status != client.StatusCompleted {
+		t.Fatalf("Wait: %+v, %v", j, err)
+	}
+	// The report of 100 went ahead of the result on the stream, throttled
+	// or not.
+	if j.Progress == nil || *j.Progress != 100 || *j.ProgressMessage != "done" {
+		t.Errorf("after completion: progress %v", j.Progress)
+	}
+}

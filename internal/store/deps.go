@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dtsched/dts/internal/job"
+)
+
+// This file holds the insert of jobs with parents. A job whose parents are
+// not all done is inserted 'waiting', with one job_dependencies row per
+// parent; it is in no claim index, so the claim never sees it. From then
+// on the trigger jobs_release_dependents (functions.sql) moves it on in the
+// transaction of the statement that makes its last parent final, whatever
+// that statement is (a result, a reclaim, a release, a cancel).
+//
+// What must stay true: a parent's final transition either commits before
+// the edge is inserted (then dts_settle_waiting, run here, sees the final
+// state) or after it (then the parent has has_dependents and the trigger
+// sees the edge). jobInsertDeps locks the parents and sets has_dependents
+// before it inserts the edges, so a concurrent transition waits for its
+// commit, and one that committed first is read after the lock.
+
+// jobInsertDeps inserts params[idx] (jobInsertKeyed's rules for keys), their
+// edges, and settles the new waiting jobs whose parents are already done.
+func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult) error {
+	var external []int64
+	for _, k := range idx {
+		external = append(external, params[k].DependsOn...)
+	}
+	slices.Sort(external)
+	external = slices.Compact(external)
+	if len(external) > 0 {
+		// Locked in id order: two submissions naming the same parents
+		// never wait on each other in a cycle.
+		rows, err := tx.Query(ctx, q("JobInsertDepsLock"), external)
+		if err != nil {
+			return fmt.Errorf("lock parents: %w", err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("lock parents: %w", err)
+		}
+		if len(found) != len(external) {
+			var missing []int64
+			for _, id := range external {
+				if _, ok := slices.BinarySearch(found, id); !ok {
+					missing = append(missing, id)
+				}
+			}
+			return &UnknownJobsError{IDs: missing}
+		}
+	}
+	if err := jobInsertKeyed(ctx, tx, params, idx, out); err != nil {
+		return err
+	}
+	// Edges of the jobs created here; an earlier job returned for its key
+	// keeps the edges it was created with.
+	var children, parents, waiting []int64
+	marked := slices.Clone(external)
+	for _, k := range idx {
+		p, r := params[k], out[k]
+		if !r.Created || !p.hasParents() {
+			continue
+		}
+		waiting = append(waiting, r.ID)
+		add := func(parent int64) {
+			children, parents = append(children, r.ID), append(parents, parent)
+		}
+		for _, id := range p.DependsOn {
+			add(id)
+		}
+		for _, i := range p.DependsOnIndex {
+			add(out[i].ID)
+			marked = append(marked, out[i].ID)
+		}
+		if p.Callback {
+			for _, j := range idx {
+				if j < k {
+					add(out[j].ID)
+					marked = append(marked, out[j].ID)
+				}
+			}
+		}
+	}
+	slices.Sort(marked)
+	marked = slices.Compact(marked)
+	if _, err := tx.Exec(ctx, q("JobInsertDepsMark"), marked); err != nil {
+		return fmt.Errorf("mark parents: %w", err)
+	}
+	if _, err := tx.Exec(ctx, q("JobInsertDepsEdges"), parents, children); err != nil {
+		return fmt.Errorf("insert dependencies: %w", err)
+	}
+	if _, err := tx.Exec(ctx, q("JobInsertDepsSettle"), waiting); err != nil {
+		return fmt.Errorf("settle waiting jobs: %w", err)
+	}
+	rows, err := tx.Query(ctx, q("JobInsertDepsStates"), waiting)
+	if err != nil {
+		return fmt.Errorf("read states: %w", err)
+	}
+	states := map[int64]job.State{}
+	for rows.Next() {
+		var id int64
+		var st string
+		if err := rows.Scan(&id, &st); err != nil {
+			rows.Close()
+			return fmt.Errorf("read states: %w", err)
+		}
+		states[id] = job.State(st)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read states: %w", err)
+	}
+	for _, k := range idx {
+		if st, ok := states[out[k].ID]; ok && out[k].Created {
+			out[k].State = st
+		}
+	}
+	return nil
+}
