@@ -1,8 +1,13 @@
 // Package builtin provides the job handlers the bundled worker offers out of
 // the box, for demos, benchmarks and the stress scripts in scripts/: the job
 // types of the original system (cpu_intensive, io_intensive, mixed_workload,
-// network_task and, for every other name, a variable-length sleep), plus noop,
-// sleep and webhook.
+// network_task and, for its scripts' names "default" and "test_job", a
+// variable-length sleep), plus noop, sleep, webhook and email.
+//
+// No handler here takes every name: a job whose name nobody handles stays
+// pending where it can be seen (GET /stats unknown_names), instead of
+// "succeeding" as a sleep. A library user may still register a catch-all
+// under "*" with worker.Handle.
 //
 // They keep the original's observable behaviour where the scripts depend on
 // it: a payload containing "invalid_job" fails the attempt with a plain,
@@ -43,10 +48,15 @@ const (
 	NameSleep         = "sleep"
 	NameWebhook       = "webhook"
 
-	// FallbackName is the name Register gives Fallback when Config.Fallback
-	// is set: the worker runs it for any job name without its own handler.
-	FallbackName = "*"
+	// NameDefault and NameTestJob are the names Register gives Fallback
+	// when Config.Fallback is set: the names the original's scripts send
+	// to its catch-all simulate_variable_work. No other name reaches it.
+	NameDefault = "default"
+	NameTestJob = "test_job"
 )
+
+// FallbackNames are the names Fallback is registered under.
+var FallbackNames = []string{NameDefault, NameTestJob}
 
 // ErrInvalidJob is returned by every handler in this package when the job's
 // payload contains "invalid_job". It is deliberately not permanent: such jobs
@@ -62,9 +72,9 @@ type Config struct {
 	// NetworkRequests is how many GETs one network_task sends, concurrently.
 	// Default 3.
 	NetworkRequests int
-	// Fallback makes Register also register Fallback under FallbackName, so
-	// that jobs with names no handler claims (the original's "default" and
-	// "test_job") run a variable-length sleep. Default false.
+	// Fallback makes Register also register Fallback under FallbackNames
+	// (the original's "default" and "test_job"), which run a
+	// variable-length sleep. Other names are not caught. Default false.
 	Fallback bool
 	// FallbackMin and FallbackMax bound the fallback's sleep.
 	// Defaults 100ms and 50s; a FallbackMax below FallbackMin is raised to it.
@@ -167,7 +177,7 @@ type Registrar interface {
 }
 
 // Register installs every named handler of this package on r, and Fallback
-// under FallbackName when cfg.Fallback is set.
+// under FallbackNames when cfg.Fallback is set.
 func Register(r Registrar, cfg Config) {
 	h := newHandlers(cfg)
 	r.Handle(NameCPUIntensive, h.cpuIntensive)
@@ -178,7 +188,10 @@ func Register(r Registrar, cfg Config) {
 	r.Handle(NameSleep, sleep)
 	r.Handle(NameWebhook, h.webhook)
 	if h.cfg.Fallback {
-		r.Handle(FallbackName, Fallback(h.cfg))
+		f := Fallback(h.cfg)
+		for _, name := range FallbackNames {
+			r.Handle(name, f)
+		}
 	}
 }
 

@@ -47,7 +47,7 @@ func run() error {
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", time.Second), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
 	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", e.Duration("SHUTDOWN_GRACE", 30*time.Second), "time in-flight jobs get to finish on SIGTERM [SHUTDOWN_GRACE]")
 	flag.StringVar(&cfg.Credential, "credential", e.String("WORKER_CREDENTIAL", ""), "credential sent to the coordinator [WORKER_CREDENTIAL]")
-	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", true), "run unknown job names as 0.1-50 s of simulated work [WORKER_FALLBACK]")
+	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", true), "run the names default and test_job as 0.1-50 s of simulated work [WORKER_FALLBACK]")
 	flag.DurationVar(&bcfg.FallbackMax, "fallback-max", e.Duration("FALLBACK_MAX", 50*time.Second), "longest simulated work of the fallback [FALLBACK_MAX]")
 	flag.StringVar(&bcfg.NetworkURL, "network-url", e.String("NETWORK_TASK_URL", builtin.DefaultNetworkURL), "URL network_task jobs GET [NETWORK_TASK_URL]")
 	flag.DurationVar(&bcfg.CPUWork, "cpu-work", e.Duration("CPU_WORK", time.Second), "CPU time of one cpu_intensive job [CPU_WORK]")
