@@ -19,14 +19,16 @@
 //
 // What must stay true: handlers keep no state between attempts and are safe
 // for concurrent use; errors that retrying cannot fix (a malformed payload, a
-// 4xx answer) are marked worker.Permanent; and the package imports only the
-// standard library and the stdlib-only internal/retry, so the worker SDK
-// pulls in nothing else.
+// 4xx HTTP answer, a 5xx SMTP answer) are marked worker.Permanent; and the
+// package imports only the standard library, the stdlib-only internal/retry
+// and, for email, github.com/wneessen/go-mail (net/smtp is frozen). The
+// worker SDK itself (package worker) imports none of them.
 package builtin
 
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,6 +49,7 @@ const (
 	NameNoop          = "noop"
 	NameSleep         = "sleep"
 	NameWebhook       = "webhook"
+	NameEmail         = "email"
 
 	// NameDefault and NameTestJob are the names Register gives Fallback
 	// when Config.Fallback is set: the names the original's scripts send
@@ -102,18 +105,49 @@ type Config struct {
 	// WebhookTimeout bounds one webhook request, redirects and the response
 	// body included. Default 30s.
 	WebhookTimeout time.Duration
+	// SMTPHost is the SMTP server email jobs are sent through. Default
+	// none: Register does not install email at all, so email jobs stay
+	// pending as an unknown name (GET /stats unknown_names) until a worker
+	// that can send them starts; they never "succeed" unsent.
+	SMTPHost string
+	// SMTPPort is SMTPHost's port. Default by SMTPTLS: 25 (none), 587
+	// (starttls), 465 (implicit).
+	SMTPPort int
+	// SMTPTLS is how the connection is secured: SMTPTLSStartTLS (the
+	// server must offer STARTTLS, else every attempt fails),
+	// SMTPTLSImplicit (TLS from the first byte) or SMTPTLSNone. Default
+	// starttls. The server's certificate is always verified.
+	SMTPTLS string
+	// SMTPUsername and SMTPPassword, when SMTPUsername is set, log in with
+	// the strongest mechanism the server offers (PLAIN over SMTPTLSNone,
+	// which is allowed only to a loopback host). Default none: no AUTH.
+	SMTPUsername, SMTPPassword string
+	// SMTPFrom is the sender (From header and envelope), e.g.
+	// "Shop <noreply@shop.example>"; required with SMTPHost. Its domain
+	// ends every Message-ID.
+	SMTPFrom string
+	// SMTPRootCAs verifies the server's certificate. Default: the system's
+	// roots.
+	SMTPRootCAs *x509.CertPool
+	// SMTPTimeout bounds the connection and each SMTP command. Default 30s.
+	SMTPTimeout time.Duration
 }
 
 // Defaults of the Config fields.
 const (
-	DefaultNetworkURL      = "http://127.0.0.1:8000/healthz"
-	DefaultNetworkRequests = 3
-	DefaultFallbackMin     = 100 * time.Millisecond
-	DefaultFallbackMax     = 50 * time.Second
-	DefaultCPUWork         = time.Second
-	DefaultHTTPTimeout     = 30 * time.Second
-	DefaultWebhookMaxBody  = 4096
-	DefaultWebhookTimeout  = 30 * time.Second
+	DefaultNetworkURL       = "http://127.0.0.1:8000/healthz"
+	DefaultNetworkRequests  = 3
+	DefaultFallbackMin      = 100 * time.Millisecond
+	DefaultFallbackMax      = 50 * time.Second
+	DefaultCPUWork          = time.Second
+	DefaultHTTPTimeout      = 30 * time.Second
+	DefaultWebhookMaxBody   = 4096
+	DefaultWebhookTimeout   = 30 * time.Second
+	DefaultSMTPTLS          = SMTPTLSStartTLS
+	DefaultSMTPPortNone     = 25
+	DefaultSMTPPortSTARTTLS = 587
+	DefaultSMTPPortImplicit = 465
+	DefaultSMTPTimeout      = 30 * time.Second
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -149,6 +183,22 @@ func (c Config) WithDefaults() Config {
 	if c.WebhookTimeout <= 0 {
 		c.WebhookTimeout = DefaultWebhookTimeout
 	}
+	if c.SMTPTLS == "" {
+		c.SMTPTLS = DefaultSMTPTLS
+	}
+	if c.SMTPPort == 0 {
+		switch c.SMTPTLS {
+		case SMTPTLSNone:
+			c.SMTPPort = DefaultSMTPPortNone
+		case SMTPTLSImplicit:
+			c.SMTPPort = DefaultSMTPPortImplicit
+		default:
+			c.SMTPPort = DefaultSMTPPortSTARTTLS
+		}
+	}
+	if c.SMTPTimeout <= 0 {
+		c.SMTPTimeout = DefaultSMTPTimeout
+	}
 	return c
 }
 
@@ -168,6 +218,9 @@ func (c Config) Validate() error {
 	if _, err := newAddrGuard(c.WebhookAllow); err != nil {
 		return fmt.Errorf("builtin: WebhookAllow: %w", err)
 	}
+	if _, err := checkSMTP(c); err != nil {
+		return fmt.Errorf("builtin: %w", err)
+	}
 	return nil
 }
 
@@ -176,8 +229,9 @@ type Registrar interface {
 	Handle(name string, h worker.HandlerFunc)
 }
 
-// Register installs every named handler of this package on r, and Fallback
-// under FallbackNames when cfg.Fallback is set.
+// Register installs every named handler of this package on r: email only
+// when cfg.SMTPHost is set, Fallback under FallbackNames only when
+// cfg.Fallback is.
 func Register(r Registrar, cfg Config) {
 	h := newHandlers(cfg)
 	r.Handle(NameCPUIntensive, h.cpuIntensive)
@@ -187,6 +241,9 @@ func Register(r Registrar, cfg Config) {
 	r.Handle(NameNoop, noop)
 	r.Handle(NameSleep, sleep)
 	r.Handle(NameWebhook, h.webhook)
+	if h.cfg.SMTPHost != "" {
+		r.Handle(NameEmail, h.email)
+	}
 	if h.cfg.Fallback {
 		f := Fallback(h.cfg)
 		for _, name := range FallbackNames {
@@ -198,11 +255,13 @@ func Register(r Registrar, cfg Config) {
 // handlers holds the configuration the handlers share. It is read-only after
 // newHandlers, so its methods are safe for concurrent use.
 type handlers struct {
-	cfg        Config
-	networkURL *url.URL // nil when cfg.NetworkURL is invalid
-	networkErr error    // why it is invalid
-	webhookC   *http.Client
-	guardErr   error // why cfg.WebhookAllow is invalid; webhook then refuses every job
+	cfg         Config
+	networkURL  *url.URL // nil when cfg.NetworkURL is invalid
+	networkErr  error    // why it is invalid
+	webhookC    *http.Client
+	guardErr    error  // why cfg.WebhookAllow is invalid; webhook then refuses every job
+	emailDomain string // of cfg.SMTPFrom: Message-IDs end with it
+	emailErr    error  // why the SMTP fields are invalid; email then refuses every job
 }
 
 func newHandlers(cfg Config) *handlers {
@@ -214,6 +273,7 @@ func newHandlers(cfg Config) *handlers {
 		g = &addrGuard{hosts: map[string]bool{}} // allows nothing non-public
 	}
 	h.webhookC = newWebhookClient(g, h.cfg.WebhookTimeout)
+	h.emailDomain, h.emailErr = checkSMTP(h.cfg)
 	return h
 }
 

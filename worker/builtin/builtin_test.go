@@ -72,6 +72,9 @@ func testConfig(t *testing.T) Config {
 		IODir:        t.TempDir(),
 		Fallback:     true,
 		WebhookAllow: []string{"127.0.0.1"},
+		// Nothing listens on port 9: email must fail invalid_job before it
+		// connects.
+		SMTPHost: "127.0.0.1", SMTPPort: 9, SMTPTLS: SMTPTLSNone, SMTPFrom: "a@example.com",
 	}
 }
 
