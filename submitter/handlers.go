@@ -85,6 +85,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkJobNames(r.Context(), []store.JobInsertParams{p}, false); err != nil {
+		return err
+	}
 	if err := s.admit(w); err != nil {
 		return err
 	}
@@ -111,6 +114,9 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	params, err := decodeBatch(body, s.cfg.MaxPayloadBytes)
 	if err != nil {
+		return err
+	}
+	if err := s.checkJobNames(r.Context(), params, true); err != nil {
 		return err
 	}
 	if err := s.admit(w); err != nil {
@@ -328,6 +334,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 		DLQDepth:             st.DeadDepth,
 		OldestPendingSeconds: st.OldestPendingAge,
 		Workers:              st.WorkersByState,
+		UnknownNames:         st.Unhandled,
+		UnknownNamesOther:    st.UnhandledOther,
 	}
 	for _, state := range job.States {
 		resp.Jobs[string(state)] = st.ByState[state]

@@ -80,6 +80,7 @@ const (
 	storeOpTokenCreate storeOp = "token_create"
 	storeOpTokenList   storeOp = "token_list"
 	storeOpTokenRevoke storeOp = "token_revoke"
+	storeOpJobTypes    storeOp = "job_types"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -93,7 +94,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpJobTypes}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 
