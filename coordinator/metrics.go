@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,6 +196,7 @@ type stateCollector struct {
 	inFlight  *prometheus.Desc
 	freeSlots *prometheus.Desc
 	hbAge     *prometheus.Desc
+	unhandled *prometheus.Desc
 	metrics   *metrics
 }
 
@@ -209,11 +211,12 @@ func newStateCollector(s *store.Store, reg func() *registry.Registry, m *metrics
 		inFlight:  prometheus.NewDesc("dts_worker_in_flight_jobs", "Jobs leased to each worker.", []string{"worker"}, nil),
 		freeSlots: prometheus.NewDesc("dts_worker_free_slots", "Free slots of each worker.", []string{"worker"}, nil),
 		hbAge:     prometheus.NewDesc("dts_worker_heartbeat_age_seconds", "Seconds since each worker's last heartbeat arrived in Redis (its stream id's time, read against the coordinator's clock).", []string{"worker"}, nil),
+		unhandled: prometheus.NewDesc("dts_jobs_unhandled", "Pending and retrying jobs whose name no live (available or busy) worker handles, by name: the 20 largest, the rest as other.", []string{"name"}, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge} {
+	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge, c.unhandled} {
 		ch <- d
 	}
 }
@@ -229,6 +232,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, st.OldestPendingAge)
 		for s, n := range st.ByState {
 			ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(n), string(s))
+		}
+		for name, n := range topUnhandled(st.Unhandled, st.UnhandledOther, maxUnhandledSeries) {
+			ch <- prometheus.MustNewConstMetric(c.unhandled, prometheus.GaugeValue, float64(n), name)
 		}
 	}
 	reg := c.registry()
@@ -250,6 +256,41 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(n), s)
 	}
+}
+
+// maxUnhandledSeries bounds the name label of dts_jobs_unhandled: the
+// names are whatever clients submitted.
+const maxUnhandledSeries = 20
+
+// unhandledOther is the name label of the jobs beyond the largest
+// maxUnhandledSeries names (a job literally named "other" is counted in it).
+const unhandledOther = "other"
+
+// topUnhandled keeps the max names with the most jobs (ties by name) and
+// sums the rest, and other, under unhandledOther, which is always present
+// (at 0 while every waiting job has a worker), so that dashboards see a
+// real 0 rather than no data.
+func topUnhandled(byName map[string]int64, other int64, max int) map[string]int64 {
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if byName[names[i]] != byName[names[j]] {
+			return byName[names[i]] > byName[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	out := make(map[string]int64, min(len(names), max)+1)
+	for i, n := range names {
+		if i < max && n != unhandledOther {
+			out[n] = byName[n]
+		} else {
+			other += byName[n]
+		}
+	}
+	out[unhandledOther] = other
+	return out
 }
 
 func newRegistry() *prometheus.Registry {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,4 +24,31 @@ func TestOpLabelsPreCreated(t *testing.T) {
 	newMetrics(reg)
 	testkit.CheckOpSeries(t, consts, testkit.OpSeries(t, reg),
 		map[string]string{"storeOp": "dts_store_errors_total", "redisOp": "dts_redis_errors_total"})
+}
+
+func TestTopUnhandled(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		byName map[string]int64
+		other  int64
+		max    int
+		want   map[string]int64
+	}{
+		{"none", map[string]int64{}, 0, 2, map[string]int64{"other": 0}},
+		{"under the cap", map[string]int64{"emial": 3}, 0, 2, map[string]int64{"emial": 3, "other": 0}},
+		{"over the cap, ties by name", map[string]int64{"a": 1, "b": 5, "c": 1, "d": 2}, 0, 2,
+			map[string]int64{"b": 5, "d": 2, "other": 2}},
+		{"the store's rest added", map[string]int64{"a": 1, "b": 5}, 7, 1, map[string]int64{"b": 5, "other": 8}},
+		{"only the store's rest", map[string]int64{}, 4, 2, map[string]int64{"other": 4}},
+		{"a job named other", map[string]int64{"other": 9, "x": 1}, 1, 5, map[string]int64{"x": 1, "other": 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := topUnhandled(tt.byName, tt.other, tt.max); !maps.Equal(got, tt.want) {
+				t.Errorf("topUnhandled = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

@@ -77,6 +77,13 @@ type Config struct {
 	// BacklogCheckInterval is how often the backlog is counted when
 	// MaxBacklog is set. Default DefaultBacklogCheckInterval (1s).
 	BacklogCheckInterval time.Duration
+	// RejectUnknownJobNames answers a submission 400 unknown_job_name when
+	// no worker the coordinator records (in any state, until retention
+	// forgets it) handles a job's name, instead of storing a job that would
+	// wait for a worker that may never come. Default
+	// DefaultRejectUnknownJobNames (false): such jobs are accepted and show
+	// in GET /stats unknown_names.
+	RejectUnknownJobNames bool
 }
 
 // Defaults of Config, which WithDefaults applies and cmd/submitter's flags
@@ -98,6 +105,7 @@ const (
 	DefaultRateLimitBurst        = 2000
 	DefaultMaxConcurrentRequests = 512
 	DefaultMaxBacklog            = 0
+	DefaultRejectUnknownJobNames = false
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.

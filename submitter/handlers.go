@@ -113,6 +113,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 // single-job route takes (the compatibility routes of compat.go too).
 // created is false when an idempotency key matched an earlier job.
 func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, p store.JobInsertParams) (resp wire.SubmitResponse, created bool, err error) {
+	if err := s.checkJobNames(r.Context(), []store.JobInsertParams{p}, false); err != nil {
+		return resp, false, err
+	}
 	if err := s.admit(w); err != nil {
 		return resp, false, err
 	}
@@ -134,6 +137,9 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	params, err := decodeBatch(body, s.cfg.MaxPayloadBytes)
 	if err != nil {
+		return err
+	}
+	if err := s.checkJobNames(r.Context(), params, true); err != nil {
 		return err
 	}
 	if err := s.admit(w); err != nil {
@@ -364,6 +370,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 		DLQDepth:             st.DeadDepth,
 		OldestPendingSeconds: st.OldestPendingAge,
 		Workers:              st.WorkersByState,
+		UnknownNames:         st.Unhandled,
+		UnknownNamesOther:    st.UnhandledOther,
 	}
 	for _, state := range job.States {
 		resp.Jobs[string(state)] = st.ByState[state]

@@ -83,6 +83,7 @@ const (
 	storeOpDelete      storeOp = "delete"
 	storeOpBulk        storeOp = "bulk"
 	storeOpWorkers     storeOp = "workers"
+	storeOpJobTypes    storeOp = "job_types"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -96,7 +97,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

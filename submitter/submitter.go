@@ -63,6 +63,7 @@ type Server struct {
 	tokens   *TokenAdmin
 	inserts  *insertBatcher // single submissions, coalesced
 	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
+	names    *jobNames      // Config.RejectUnknownJobNames; nil when off
 
 	authn    httpx.Authenticator // nil: auth is off
 	limiter  *httpx.RateLimiter  // per caller; nil: no limit
@@ -118,6 +119,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	}
 	s.inserts = newInsertBatcher(st.JobInsert, insertFlushers, maxInsertRows, insertTimeout,
 		func(n int) { s.metrics.insertRows.Observe(float64(n)) })
+	if cfg.RejectUnknownJobNames {
+		s.names = newJobNames(st.WorkerJobTypes)
+	}
 	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))

@@ -4,7 +4,10 @@ go 1.26.8
 
 require (
 	github.com/dtsched/dts/internal v0.1.0
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.24.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/wneessen/go-mail v0.7.2
 )
 
 require (
@@ -17,5 +20,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+

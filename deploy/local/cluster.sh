@@ -33,6 +33,14 @@
 #   submitter    SUBMITTER_ADDR DATABASE_URL REDIS_URL
 #   coordinator  COORDINATOR_ADDR COORDINATOR_ID DATABASE_URL REDIS_URL
 #   worker-N     WORKER_ID WORKER_ADDR REDIS_URL  (never DATABASE_URL)
+# plus whatever else the caller's environment holds: so email jobs go out
+# through an SMTP server with SMTP_HOST and SMTP_FROM (and SMTP_PORT,
+# SMTP_TLS, SMTP_USERNAME, SMTP_PASSWORD) set for `make up`. Without
+# SMTP_HOST the workers do not handle email, and email jobs wait (GET /stats
+# unknown_names). A local sink that prints what it gets (Debian package
+# python3-aiosmtpd):
+#   python3 -m aiosmtpd -n -l 127.0.0.1:2525 &
+#   SMTP_HOST=127.0.0.1 SMTP_PORT=2525 SMTP_TLS=none SMTP_FROM=dts@localhost make up
 #
 # Local PostgreSQL trusts every connection from 127.0.0.1 (user postgres, no
 # password): it is for development only and listens on 127.0.0.1 only.
@@ -570,6 +578,15 @@ cmd_up() {
     try:   curl -X POST 127.0.0.1:$SUBMITTER_PORT/submit_job -d '{"name":"cpu_intensive","payload":"x"}'
     then:  make status | make logs NAME=worker-1 | make down
 EOF
+	if [[ -n ${SMTP_HOST:-} ]]; then
+		printf '    email: jobs named email go out through %s (port %s, SMTP_TLS=%s)\n' \
+			"$SMTP_HOST" "${SMTP_PORT:-by SMTP_TLS}" "${SMTP_TLS:-starttls}"
+	else
+		printf '    email: SMTP_HOST is not set, so email jobs wait for a worker that has it. To send them:\n'
+		printf '           make down; SMTP_HOST=smtp.example.com SMTP_FROM=noreply@example.com make up\n'
+		printf '           (a local sink that prints each message: python3 -m aiosmtpd -n -l 127.0.0.1:2525,\n'
+		printf '           package python3-aiosmtpd; then SMTP_HOST=127.0.0.1 SMTP_PORT=2525 SMTP_TLS=none)\n'
+	fi
 }
 
 # ---------------------------------------------------------------- down

@@ -499,7 +499,17 @@ type Stats struct {
 	DeadDepth        int64 // failed
 	WorkersByState   map[string]int64
 	OldestPendingAge float64 // seconds the oldest due job has waited; 0 if none
+	// Unhandled counts pending and retrying jobs (due or not) by name, for
+	// the names no live worker (available or busy) handles, "*" handling
+	// every name: the MaxUnhandledNames largest; UnhandledOther sums the
+	// rest. Live means as the leader last wrote the workers table (every
+	// second); with no leader it goes stale.
+	Unhandled      map[string]int64
+	UnhandledOther int64
 }
+
+// MaxUnhandledNames bounds Stats.Unhandled: submitted names are user input.
+const MaxUnhandledNames = 100
 
 // JobCountDue counts the due jobs waiting for a worker (pending or
 // retrying, due now), stopping at limit: the cost is bounded by the limit,
@@ -521,11 +531,13 @@ func (s *Store) JobCountDue(ctx context.Context, limit int64) (int64, error) {
 	return n, nil
 }
 
-// StatsGet counts jobs by state, the due queue, the DLQ and workers by state.
-// Counting every job by state reads the whole table, so it runs with
-// sequential scans on even in a pool opened with PinIndexPlans.
+// StatsGet counts jobs by state, the due queue, the DLQ, workers by state
+// and the waiting jobs no live worker handles, by name. Counting every job
+// by state reads the whole table, so it runs with sequential scans on even
+// in a pool opened with PinIndexPlans; the unhandled count, last, turns
+// them off again to read only the waiting jobs through jobs_due_idx.
 func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
-	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}}
+	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}, Unhandled: map[string]int64{}}
 	for _, v := range job.States {
 		st.ByState[v] = 0
 	}
@@ -571,6 +583,29 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("count workers: %w", err)
+		}
+		if _, err := tx.Exec(ctx, q("StatsGetSeqscanOff")); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, q("StatsGetUnhandled"), MaxUnhandledNames)
+		if err != nil {
+			return fmt.Errorf("count unhandled jobs: %w", err)
+		}
+		for rows.Next() {
+			var name *string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				rows.Close()
+				return fmt.Errorf("count unhandled jobs: %w", err)
+			}
+			if name == nil {
+				st.UnhandledOther = n
+			} else {
+				st.Unhandled[*name] = n
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("count unhandled jobs: %w", err)
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -669,5 +670,74 @@ func TestStoreUnavailableOnTerminatedSession(t *testing.T) {
 	}
 	if _, err := s.JobGet(e.ctx, id); err != nil {
 		t.Errorf("get after reconnecting: %v", err)
+	}
+}
+
+// TestStatsGetUnhandled checks the count of waiting jobs whose name no live
+// worker handles: live is available or busy, "*" handles every name, only
+// pending and retrying jobs count (due or not), and the names are capped.
+func TestStatsGetUnhandled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	future := e.now(t).Add(time.Hour)
+	e.insertN(t, 3, "emial", 0)
+	e.insert(t, store.JobInsertParams{Name: "emial", RunAt: &future}) // not due: still counted
+	e.insertN(t, 2, "email", 0)                                       // handled by a busy worker
+	e.insertN(t, 2, "resize", 0)                                      // handled only by a draining worker: not live
+	e.insertN(t, 1, "archive", 0)                                     // handled only by an unavailable worker
+	leased := e.insert(t, store.JobInsertParams{Name: "typo_leased", Priority: 9})
+	e.claimOne(t, leased[0], "w")
+	now := e.now(t)
+	sync := func(rows ...store.WorkerRow) {
+		t.Helper()
+		if err := e.s.WorkerSync(e.ctx, e.epoch, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync(
+		store.WorkerRow{ID: "a", JobTypes: []string{"noop"}, State: "available", Concurrency: 1, LastHeartbeatAt: now},
+		store.WorkerRow{ID: "b", JobTypes: []string{"email"}, State: "busy", Concurrency: 1, LastHeartbeatAt: now},
+		store.WorkerRow{ID: "c", JobTypes: []string{"resize"}, State: "draining", Concurrency: 1, LastHeartbeatAt: now},
+		store.WorkerRow{ID: "d", JobTypes: []string{"archive"}, State: "unavailable", Concurrency: 1, LastHeartbeatAt: now},
+	)
+	st, err := e.s.StatsGet(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"emial": 4, "resize": 2, "archive": 1}
+	if !maps.Equal(st.Unhandled, want) || st.UnhandledOther != 0 {
+		t.Errorf("unhandled = %v + %d other, want %v", st.Unhandled, st.UnhandledOther, want)
+	}
+	types, err := e.s.WorkerJobTypes(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"archive", "email", "noop", "resize"}; !slices.Equal(types, want) {
+		t.Errorf("WorkerJobTypes = %v, want %v (every recorded worker's)", types, want)
+	}
+
+	// A live catch-all handles everything.
+	sync(store.WorkerRow{ID: "any", JobTypes: []string{"*", "noop"}, State: "available", Concurrency: 1, LastHeartbeatAt: now})
+	if st, err = e.s.StatsGet(e.ctx); err != nil || len(st.Unhandled) != 0 || st.UnhandledOther != 0 {
+		t.Errorf("with a \"*\" worker: %v + %d other, %v; want none", st.Unhandled, st.UnhandledOther, err)
+	}
+
+	// No live worker at all: every waiting job is unhandled. Past
+	// MaxUnhandledNames names, the smallest are summed in UnhandledOther.
+	many := make([]store.JobInsertParams, store.MaxUnhandledNames+5)
+	for i := range many {
+		many[i] = store.JobInsertParams{Name: fmt.Sprintf("n%03d", i)}
+	}
+	e.insert(t, many...)
+	sync()
+	if st, err = e.s.StatsGet(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// By count, then name: emial 4, email 2, resize 2, then archive and
+	// n000..n104 with 1 each; the first 100 are kept, n096..n104 summed.
+	if len(st.Unhandled) != store.MaxUnhandledNames || st.Unhandled["emial"] != 4 || st.Unhandled["email"] != 2 ||
+		st.Unhandled["archive"] != 1 || st.Unhandled["n095"] != 1 || st.Unhandled["n096"] != 0 || st.UnhandledOther != 9 {
+		t.Errorf("%d names (want %d), emial %d, email %d, other %d: %v",
+			len(st.Unhandled), store.MaxUnhandledNames, st.Unhandled["emial"], st.Unhandled["email"], st.UnhandledOther, st.Unhandled)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // WorkerRow is a worker as the leader coordinator sees it.
@@ -86,4 +88,18 @@ func (s *Store) WorkerGet(ctx context.Context, id string) (WorkerRow, error) {
 		return w, fmt.Errorf("get worker %s: %w", id, interpretError(err))
 	}
 	return w, nil
+}
+
+// WorkerJobTypes returns, sorted, every job type a recorded worker names,
+// whatever its state ("*" included when one names it).
+func (s *Store) WorkerJobTypes(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, q("WorkerJobTypes"))
+	if err != nil {
+		return nil, fmt.Errorf("list worker job types: %w", interpretError(err))
+	}
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list worker job types: %w", interpretError(err))
+	}
+	return types, nil
 }

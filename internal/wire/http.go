@@ -134,6 +134,11 @@ type StatsResponse struct {
 	DLQDepth             int64            `json:"dlq_depth"`   // failed jobs
 	OldestPendingSeconds float64          `json:"oldest_pending_seconds"`
 	Workers              map[string]int64 `json:"workers"` // available, busy, unavailable, draining
+	// UnknownNames counts pending and retrying jobs by name, for the names
+	// no live (available or busy) worker handles: the 100 largest;
+	// UnknownNamesOther sums the rest. Empty when every name is handled.
+	UnknownNames      map[string]int64 `json:"unknown_names"`
+	UnknownNamesOther int64            `json:"unknown_names_other"`
 }
 
 // StatusResponse answers GET /healthz and a successful GET /readyz.
@@ -175,4 +180,5 @@ const (
 	CodeOverloaded           = "overloaded"             // 503: too many requests in progress; retry shortly
 	CodeNotLeader            = "not_leader"             // 503 from a standby coordinator's /workers: ask the leader
 	CodeUnknownDependency    = "unknown_dependency"     // 400: depends_on names jobs that do not exist; the message lists them
+	CodeUnknownJobName       = "unknown_job_name"       // 400 with REJECT_UNKNOWN_JOB_NAMES: no worker handles the name; the message lists those handled
 )

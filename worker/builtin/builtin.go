@@ -1,8 +1,13 @@
 // Package builtin provides the job handlers the bundled worker offers out of
 // the box, for demos, benchmarks and the stress scripts in scripts/: the job
 // types of the original system (cpu_intensive, io_intensive, mixed_workload,
-// network_task and, for every other name, a variable-length sleep), plus noop,
-// sleep and webhook.
+// network_task and, for its scripts' names "default" and "test_job", a
+// variable-length sleep), plus noop, sleep, webhook and email.
+//
+// No handler here takes every name: a job whose name nobody handles stays
+// pending where it can be seen (GET /stats unknown_names), instead of
+// "succeeding" as a sleep. A library user may still register a catch-all
+// under "*" with worker.Handle.
 //
 // They keep the original's observable behaviour where the scripts depend on
 // it: a payload containing "invalid_job" fails the attempt with a plain,
@@ -14,14 +19,16 @@
 //
 // What must stay true: handlers keep no state between attempts and are safe
 // for concurrent use; errors that retrying cannot fix (a malformed payload, a
-// 4xx answer) are marked worker.Permanent; and the package imports only the
-// standard library and the stdlib-only internal/retry, so the worker SDK
-// pulls in nothing else.
+// 4xx HTTP answer, a 5xx SMTP answer) are marked worker.Permanent; and the
+// package imports only the standard library, the stdlib-only internal/retry
+// and, for email, github.com/wneessen/go-mail (net/smtp is frozen). The
+// worker SDK itself (package worker) imports none of them.
 package builtin
 
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,11 +49,17 @@ const (
 	NameNoop          = "noop"
 	NameSleep         = "sleep"
 	NameWebhook       = "webhook"
+	NameEmail         = "email"
 
-	// FallbackName is the name Register gives Fallback when Config.Fallback
-	// is set: the worker runs it for any job name without its own handler.
-	FallbackName = "*"
+	// NameDefault and NameTestJob are the names Register gives Fallback
+	// when Config.Fallback is set: the names the original's scripts send
+	// to its catch-all simulate_variable_work. No other name reaches it.
+	NameDefault = "default"
+	NameTestJob = "test_job"
 )
+
+// FallbackNames are the names Fallback is registered under.
+var FallbackNames = []string{NameDefault, NameTestJob}
 
 // ErrInvalidJob is returned by every handler in this package when the job's
 // payload contains "invalid_job". It is deliberately not permanent: such jobs
@@ -62,9 +75,9 @@ type Config struct {
 	// NetworkRequests is how many GETs one network_task sends, concurrently.
 	// Default 3.
 	NetworkRequests int
-	// Fallback makes Register also register Fallback under FallbackName, so
-	// that jobs with names no handler claims (the original's "default" and
-	// "test_job") run a variable-length sleep. Default false.
+	// Fallback makes Register also register Fallback under FallbackNames
+	// (the original's "default" and "test_job"), which run a
+	// variable-length sleep. Other names are not caught. Default false.
 	Fallback bool
 	// FallbackMin and FallbackMax bound the fallback's sleep.
 	// Defaults 100ms and 50s; a FallbackMax below FallbackMin is raised to it.
@@ -92,18 +105,49 @@ type Config struct {
 	// WebhookTimeout bounds one webhook request, redirects and the response
 	// body included. Default 30s.
 	WebhookTimeout time.Duration
+	// SMTPHost is the SMTP server email jobs are sent through. Default
+	// none: Register does not install email at all, so email jobs stay
+	// pending as an unknown name (GET /stats unknown_names) until a worker
+	// that can send them starts; they never "succeed" unsent.
+	SMTPHost string
+	// SMTPPort is SMTPHost's port. Default by SMTPTLS: 25 (none), 587
+	// (starttls), 465 (implicit).
+	SMTPPort int
+	// SMTPTLS is how the connection is secured: SMTPTLSStartTLS (the
+	// server must offer STARTTLS, else every attempt fails),
+	// SMTPTLSImplicit (TLS from the first byte) or SMTPTLSNone. Default
+	// starttls. The server's certificate is always verified.
+	SMTPTLS string
+	// SMTPUsername and SMTPPassword, when SMTPUsername is set, log in with
+	// the strongest mechanism the server offers (PLAIN over SMTPTLSNone,
+	// which is allowed only to a loopback host). Default none: no AUTH.
+	SMTPUsername, SMTPPassword string
+	// SMTPFrom is the sender (From header and envelope), e.g.
+	// "Shop <noreply@shop.example>"; required with SMTPHost. Its domain
+	// ends every Message-ID.
+	SMTPFrom string
+	// SMTPRootCAs verifies the server's certificate. Default: the system's
+	// roots.
+	SMTPRootCAs *x509.CertPool
+	// SMTPTimeout bounds the connection and each SMTP command. Default 30s.
+	SMTPTimeout time.Duration
 }
 
 // Defaults of the Config fields.
 const (
-	DefaultNetworkURL      = "http://127.0.0.1:8000/healthz"
-	DefaultNetworkRequests = 3
-	DefaultFallbackMin     = 100 * time.Millisecond
-	DefaultFallbackMax     = 50 * time.Second
-	DefaultCPUWork         = time.Second
-	DefaultHTTPTimeout     = 30 * time.Second
-	DefaultWebhookMaxBody  = 4096
-	DefaultWebhookTimeout  = 30 * time.Second
+	DefaultNetworkURL       = "http://127.0.0.1:8000/healthz"
+	DefaultNetworkRequests  = 3
+	DefaultFallbackMin      = 100 * time.Millisecond
+	DefaultFallbackMax      = 50 * time.Second
+	DefaultCPUWork          = time.Second
+	DefaultHTTPTimeout      = 30 * time.Second
+	DefaultWebhookMaxBody   = 4096
+	DefaultWebhookTimeout   = 30 * time.Second
+	DefaultSMTPTLS          = SMTPTLSStartTLS
+	DefaultSMTPPortNone     = 25
+	DefaultSMTPPortSTARTTLS = 587
+	DefaultSMTPPortImplicit = 465
+	DefaultSMTPTimeout      = 30 * time.Second
 )
 
 // DefaultFallback is cmd/worker's -fallback default: the bundled binary runs
@@ -144,6 +188,22 @@ func (c Config) WithDefaults() Config {
 	if c.WebhookTimeout <= 0 {
 		c.WebhookTimeout = DefaultWebhookTimeout
 	}
+	if c.SMTPTLS == "" {
+		c.SMTPTLS = DefaultSMTPTLS
+	}
+	if c.SMTPPort == 0 {
+		switch c.SMTPTLS {
+		case SMTPTLSNone:
+			c.SMTPPort = DefaultSMTPPortNone
+		case SMTPTLSImplicit:
+			c.SMTPPort = DefaultSMTPPortImplicit
+		default:
+			c.SMTPPort = DefaultSMTPPortSTARTTLS
+		}
+	}
+	if c.SMTPTimeout <= 0 {
+		c.SMTPTimeout = DefaultSMTPTimeout
+	}
 	return c
 }
 
@@ -163,6 +223,9 @@ func (c Config) Validate() error {
 	if _, err := newAddrGuard(c.WebhookAllow); err != nil {
 		return fmt.Errorf("builtin: WebhookAllow: %w", err)
 	}
+	if _, err := checkSMTP(c); err != nil {
+		return fmt.Errorf("builtin: %w", err)
+	}
 	return nil
 }
 
@@ -171,8 +234,9 @@ type Registrar interface {
 	Handle(name string, h worker.HandlerFunc)
 }
 
-// Register installs every named handler of this package on r, and Fallback
-// under FallbackName when cfg.Fallback is set.
+// Register installs every named handler of this package on r: email only
+// when cfg.SMTPHost is set, Fallback under FallbackNames only when
+// cfg.Fallback is.
 func Register(r Registrar, cfg Config) {
 	h := newHandlers(cfg)
 	r.Handle(NameCPUIntensive, h.cpuIntensive)
@@ -182,19 +246,27 @@ func Register(r Registrar, cfg Config) {
 	r.Handle(NameNoop, noop)
 	r.Handle(NameSleep, sleep)
 	r.Handle(NameWebhook, h.webhook)
+	if h.cfg.SMTPHost != "" {
+		r.Handle(NameEmail, h.email)
+	}
 	if h.cfg.Fallback {
-		r.Handle(FallbackName, Fallback(h.cfg))
+		f := Fallback(h.cfg)
+		for _, name := range FallbackNames {
+			r.Handle(name, f)
+		}
 	}
 }
 
 // handlers holds the configuration the handlers share. It is read-only after
 // newHandlers, so its methods are safe for concurrent use.
 type handlers struct {
-	cfg        Config
-	networkURL *url.URL // nil when cfg.NetworkURL is invalid
-	networkErr error    // why it is invalid
-	webhookC   *http.Client
-	guardErr   error // why cfg.WebhookAllow is invalid; webhook then refuses every job
+	cfg         Config
+	networkURL  *url.URL // nil when cfg.NetworkURL is invalid
+	networkErr  error    // why it is invalid
+	webhookC    *http.Client
+	guardErr    error  // why cfg.WebhookAllow is invalid; webhook then refuses every job
+	emailDomain string // of cfg.SMTPFrom: Message-IDs end with it
+	emailErr    error  // why the SMTP fields are invalid; email then refuses every job
 }
 
 func newHandlers(cfg Config) *handlers {
@@ -206,6 +278,7 @@ func newHandlers(cfg Config) *handlers {
 		g = &addrGuard{hosts: map[string]bool{}} // allows nothing non-public
 	}
 	h.webhookC = newWebhookClient(g, h.cfg.WebhookTimeout)
+	h.emailDomain, h.emailErr = checkSMTP(h.cfg)
 	return h
 }
 

@@ -55,7 +55,8 @@ func parseSleep(s string) (time.Duration, error) {
 	return time.Duration(*secs * float64(time.Second)), nil
 }
 
-// Fallback returns the handler for job names nothing else handles. Like the
+// Fallback returns the simulated-work handler of the original's "default"
+// and "test_job" names (Register installs it under FallbackNames). Like the
 // original worker's simulate_variable_work, it picks fast, medium or slow
 // with equal chance and sleeps uniformly within [FallbackMin, 1s), [1s, 10s)
 // or [10s, FallbackMax) respectively, clamped into [FallbackMin,

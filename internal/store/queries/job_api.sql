@@ -71,3 +71,27 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::floa
 
 -- name: StatsGetWorkers
 SELECT state, count(*) FROM workers GROUP BY state
+
+-- name: StatsGetSeqscanOff
+-- The unhandled count reads only waiting jobs: jobs_due_idx holds exactly
+-- those, a sequential scan would read every finished job too.
+SET LOCAL enable_seqscan = off
+
+-- name: StatsGetUnhandled
+-- Pending and retrying jobs by name, for names no live worker (available
+-- or busy, as the leader last synced the table) handles; none when one
+-- handles "*". The $1 largest by count, then name; the rest in one row
+-- with a NULL name.
+WITH handled AS (
+    SELECT DISTINCT t.name FROM workers, unnest(job_types) AS t(name)
+    WHERE state IN ('available', 'busy')
+), unhandled AS (
+    SELECT name, count(*) AS n FROM jobs
+    WHERE status IN ('pending', 'retrying')
+        AND NOT EXISTS (SELECT 1 FROM handled WHERE handled.name = '*')
+        AND NOT EXISTS (SELECT 1 FROM handled WHERE handled.name = jobs.name)
+    GROUP BY name
+), ranked AS (
+    SELECT name, n, row_number() OVER (ORDER BY n DESC, name) AS r FROM unhandled
+)
+SELECT CASE WHEN r <= $1 THEN name END, sum(n)::bigint FROM ranked GROUP BY 1

@@ -29,3 +29,8 @@ SELECT id, job_types, concurrency, state, in_flight,
 -- name: WorkerGet
 SELECT id, job_types, concurrency, state, in_flight,
     coalesce(last_heartbeat_at, registered_at), last_assigned_at FROM workers WHERE id = $1
+
+-- name: WorkerJobTypes
+-- Every job type some recorded worker names, in any state: a worker being
+-- restarted still vouches for its names until retention deletes its row.
+SELECT DISTINCT t.name FROM workers, unnest(job_types) AS t(name) ORDER BY 1

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net"
@@ -47,15 +48,34 @@ func run() error {
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
 	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", e.Duration("SHUTDOWN_GRACE", worker.DefaultShutdownGrace), "time in-flight jobs get to finish on SIGTERM [SHUTDOWN_GRACE]")
 	flag.StringVar(&cfg.Credential, "credential", e.String("WORKER_CREDENTIAL", ""), "credential sent to the coordinator [WORKER_CREDENTIAL]")
-	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", builtin.DefaultFallback), fmt.Sprintf("run unknown job names as %v to -fallback-max of simulated work [WORKER_FALLBACK]", builtin.DefaultFallbackMin))
+	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", builtin.DefaultFallback), fmt.Sprintf("run the names default and test_job as %v to -fallback-max of simulated work [WORKER_FALLBACK]", builtin.DefaultFallbackMin))
 	flag.DurationVar(&bcfg.FallbackMax, "fallback-max", e.Duration("FALLBACK_MAX", builtin.DefaultFallbackMax), "longest simulated work of the fallback [FALLBACK_MAX]")
 	flag.StringVar(&bcfg.NetworkURL, "network-url", e.String("NETWORK_TASK_URL", builtin.DefaultNetworkURL), "URL network_task jobs GET [NETWORK_TASK_URL]")
 	flag.DurationVar(&bcfg.CPUWork, "cpu-work", e.Duration("CPU_WORK", builtin.DefaultCPUWork), "CPU time of one cpu_intensive job [CPU_WORK]")
 	webhookAllow := flag.String("webhook-allow", e.String("WEBHOOK_ALLOW", ""), "comma-separated CIDRs, addresses or host names that webhook jobs may reach although not public; default none [WEBHOOK_ALLOW]")
 	flag.DurationVar(&bcfg.WebhookTimeout, "webhook-timeout", e.Duration("WEBHOOK_TIMEOUT", builtin.DefaultWebhookTimeout), "time limit of one webhook request, redirects and body included [WEBHOOK_TIMEOUT]")
+	flag.StringVar(&bcfg.SMTPHost, "smtp-host", e.String("SMTP_HOST", ""), "SMTP server of email jobs; empty: email is not registered [SMTP_HOST]")
+	flag.IntVar(&bcfg.SMTPPort, "smtp-port", e.Int("SMTP_PORT", 0), "SMTP port; 0: 25, 587 or 465 by -smtp-tls [SMTP_PORT]")
+	flag.StringVar(&bcfg.SMTPTLS, "smtp-tls", e.String("SMTP_TLS", builtin.DefaultSMTPTLS), "none, starttls or implicit [SMTP_TLS]")
+	flag.StringVar(&bcfg.SMTPUsername, "smtp-username", e.String("SMTP_USERNAME", ""), "SMTP AUTH user; empty: no AUTH [SMTP_USERNAME]")
+	flag.StringVar(&bcfg.SMTPFrom, "smtp-from", e.String("SMTP_FROM", ""), "sender of email jobs, e.g. 'Shop <noreply@shop.example>' [SMTP_FROM]")
+	smtpCA := flag.String("smtp-ca-file", e.String("SMTP_CA_FILE", ""), "PEM file of CAs the SMTP server's certificate is verified with; empty: the system's [SMTP_CA_FILE]")
+	flag.DurationVar(&bcfg.SMTPTimeout, "smtp-timeout", e.Duration("SMTP_TIMEOUT", builtin.DefaultSMTPTimeout), "time limit of the SMTP connection and of each command [SMTP_TIMEOUT]")
 	flag.Parse()
 	if err := e.Err(); err != nil {
 		return err
+	}
+	// The password only from the environment, never a flag (ps shows those).
+	bcfg.SMTPPassword = os.Getenv("SMTP_PASSWORD")
+	if *smtpCA != "" {
+		pem, err := os.ReadFile(*smtpCA)
+		if err != nil {
+			return fmt.Errorf("SMTP_CA_FILE: %w", err)
+		}
+		bcfg.SMTPRootCAs = x509.NewCertPool()
+		if !bcfg.SMTPRootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("SMTP_CA_FILE %s: no PEM certificate in it", *smtpCA)
+		}
 	}
 	for _, a := range strings.Split(*webhookAllow, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -92,5 +112,8 @@ func run() error {
 		return err
 	}
 	builtin.Register(w, bcfg)
+	if bcfg.SMTPHost == "" {
+		log.InfoContext(ctx, "email jobs are not handled here: SMTP_HOST is not set")
+	}
 	return w.Run(ctx, ln)
 }
