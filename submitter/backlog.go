@@ -38,9 +38,9 @@ type backlogGuard struct {
 	// counted twice until the next count, which errs on the side of the
 	// bound).
 	acceptedTotal atomic.Int64
-	refusing bool         // what the last count said (run's goroutine only): for the log
-	stop     context.CancelFunc
-	done     chan struct{}
+	refusing      bool // what the last count said (run's goroutine only): for the log
+	stop          context.CancelFunc
+	done          chan struct{}
 }
 
 // newBacklogGuard starts counting every interval; max ≤ 0 means no bound,
