@@ -80,6 +80,10 @@ const (
 	storeOpTokenCreate storeOp = "token_create"
 	storeOpTokenList   storeOp = "token_list"
 	storeOpTokenRevoke storeOp = "token_revoke"
+	// schedule_read: GET /schedules and /schedules/{id}; schedule_write:
+	// create, pause, resume, delete and trigger.
+	storeOpScheduleRead  storeOp = "schedule_read"
+	storeOpScheduleWrite storeOp = "schedule_write"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -93,7 +97,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpScheduleRead, storeOpScheduleWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 
