@@ -111,8 +111,8 @@ func (s *scheduler) fire(ctx context.Context, sc store.ScheduleNext, now time.Ti
 		s.storeError(ctx, storeOpScheduleFire, err)
 		return time.Time{}, false
 	}
-	if !res.Applied { // paused, deleted or looked at meanwhile
-		return now, true
+	if !res.Applied { // paused, deleted or looked at meanwhile: look again soon
+		return now.Add(scheduleMaxSleep / 10), true
 	}
 	skipped := p.Skipped
 	if res.Busy {
