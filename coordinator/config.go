@@ -28,6 +28,7 @@ const (
 	DefaultCleanupInterval    = time.Minute
 	DefaultDeadMirrorInterval = 30 * time.Second
 	DefaultShutdownTimeout    = 10 * time.Second
+	DefaultScheduleGrace      = time.Minute
 	// DefaultLeaderTTLIntervals is LeaderTTL's default in election
 	// intervals: LeaderTTL defaults to this many times ElectionInterval.
 	DefaultLeaderTTLIntervals = 3
@@ -93,6 +94,12 @@ type Config struct {
 	// against PostgreSQL and rebuilt if they differ. Default
 	// DefaultDeadMirrorInterval (30s).
 	DeadMirrorInterval time.Duration
+	// ScheduleGrace is how late a tick of a periodic job may be enqueued:
+	// a tick later than that was missed, and the schedule's catch-up
+	// policy decides. Default DefaultScheduleGrace (1m); at least
+	// LeaderTTL + ElectionInterval, so that a change of leader misses no
+	// tick.
+	ScheduleGrace time.Duration
 	// ShutdownTimeout bounds the graceful HTTP shutdown. Default
 	// DefaultShutdownTimeout (10s).
 	ShutdownTimeout time.Duration
@@ -124,6 +131,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.CleanupInterval, DefaultCleanupInterval)
 	set(&c.DeadMirrorInterval, DefaultDeadMirrorInterval)
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	set(&c.ScheduleGrace, DefaultScheduleGrace)
 	if c.HeartbeatMisses <= 0 {
 		c.HeartbeatMisses = DefaultHeartbeatMisses
 	}
@@ -152,6 +160,10 @@ func (c Config) validate() error {
 	}
 	if c.LeaderTTL < 2*c.ElectionInterval {
 		check.Bad("LeaderTTL", "(%v) must be at least twice ElectionInterval (%v)", c.LeaderTTL, c.ElectionInterval)
+	}
+	if c.ScheduleGrace < c.LeaderTTL+c.ElectionInterval {
+		check.Bad("ScheduleGrace", "(%v) must be at least LeaderTTL + ElectionInterval (%v), or a change of leader misses ticks",
+			c.ScheduleGrace, c.LeaderTTL+c.ElectionInterval)
 	}
 	if c.Backoff.Base > c.Backoff.Cap {
 		check.Bad("Backoff.Base", "(%v) exceeds Backoff.Cap (%v)", c.Backoff.Base, c.Backoff.Cap)

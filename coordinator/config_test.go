@@ -22,7 +22,7 @@ func TestConfigDefaults(t *testing.T) {
 		LeaderTTL:          DefaultLeaderTTLIntervals * DefaultElectionInterval,
 		RetentionCompleted: DefaultRetentionCompleted, RetentionFailed: DefaultRetentionFailed,
 		CleanupInterval: DefaultCleanupInterval, DeadMirrorInterval: DefaultDeadMirrorInterval,
-		ShutdownTimeout: DefaultShutdownTimeout}
+		ScheduleGrace: DefaultScheduleGrace, ShutdownTimeout: DefaultShutdownTimeout}
 	// A zero Jitter is a choice (no jitter), kept as it is.
 	want.Backoff.Jitter = 0
 	if c.ID == "" || !reflect.DeepEqual(c, want) {
@@ -39,9 +39,9 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigValidateNamesEveryBadField(t *testing.T) {
 	t.Parallel()
 	c := Config{RedisURL: "redis://x", HeartbeatInterval: time.Second, LeaseDuration: time.Second,
-		ElectionInterval: time.Second, LeaderTTL: time.Second}.WithDefaults()
+		ElectionInterval: time.Second, LeaderTTL: time.Second, ScheduleGrace: time.Second}.WithDefaults()
 	err := c.validate()
-	if got, want := config.Fields(err), []string{"DatabaseURL", "LeaseDuration", "LeaderTTL"}; !slices.Equal(got, want) {
+	if got, want := config.Fields(err), []string{"DatabaseURL", "LeaseDuration", "LeaderTTL", "ScheduleGrace"}; !slices.Equal(got, want) {
 		t.Fatalf("bad fields %v, want %v (error: %v)", got, want, err)
 	}
 	if msg := "config: LeaseDuration (1s) must be at least twice HeartbeatInterval (1s)"; !strings.Contains(err.Error(), msg) {

@@ -31,6 +31,7 @@ func TestOperationsDocDefaults(t *testing.T) {
 		"LEADER_TTL":          fmt.Sprintf("%d × ELECTION_INTERVAL", DefaultLeaderTTLIntervals),
 		"RETENTION_COMPLETED": testkit.DocDuration(DefaultRetentionCompleted),
 		"RETENTION_FAILED":    testkit.DocDuration(DefaultRetentionFailed),
+		"SCHEDULE_GRACE":      testkit.DocDuration(DefaultScheduleGrace),
 	} {
 		if got, ok := doc[env]; !ok || got != want {
 			t.Errorf("docs/operations.md: %s default %q, want %q", env, got, want)

@@ -98,6 +98,7 @@ func (c *Coordinator) lead(ctx context.Context, epoch int64) {
 func (c *Coordinator) leaderServices(l *leaderState) []service {
 	b := base{cfg: c.cfg, log: c.log, metrics: c.metrics, l: l}
 	return []service{
+		&scheduler{base: b, store: c.store},
 		&dispatcher{base: b, store: c.store, queue: c.queue},
 		&resultApplier{base: b, store: c.store, queue: c.queue, retry: c.retryDelay,
 			allowed: func(rs []queue.ReceivedResult) []queue.ReceivedResult { return c.filterUnregistered(l, rs) }},

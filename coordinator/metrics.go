@@ -43,6 +43,7 @@ type metrics struct {
 	dispatchStep       *prometheus.HistogramVec // step: claim, deliver
 	reaperSkipped      prometheus.Counter
 	heartbeatResets    *prometheus.CounterVec // cause: clock_backwards, ids_backwards
+	scheduleTicks      *prometheus.CounterVec // outcome: enqueued, skipped, missed
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -99,11 +100,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Reaper rounds that judged nobody because the heartbeat reader had not caught up (a paused or blocked leader, Redis unreadable)."}),
 		heartbeatResets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_heartbeat_resets_total",
 			Help: "Times the heartbeat reader gave every worker a fresh deadline because Redis's clock or the stream's ids went backwards."}, []string{"cause"}),
+		scheduleTicks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_schedule_ticks_total",
+			Help: "Ticks of periodic jobs by outcome: enqueued, skipped (overlap skip), missed (late beyond SCHEDULE_GRACE and not caught up)."}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.jobsTotal, m.processing, m.retryAttempts, m.leaseTimeouts, m.attempts, m.dispatched,
 		m.queueWait, m.endToEnd, m.staleResults, m.badMessages, m.reclaimed, m.deadLettered, m.deadMirrorRebuilds,
 		m.isLeader, m.leaderEpoch, m.leaderChanges, m.storeErrors, m.redisErrors, m.cleaned, m.claimBatch, m.resultBatch,
-		m.dispatchStep, m.reaperSkipped, m.heartbeatResets)
+		m.dispatchStep, m.reaperSkipped, m.heartbeatResets, m.scheduleTicks)
+	for _, o := range []string{tickEnqueued, tickSkipped, tickMissed} {
+		m.scheduleTicks.WithLabelValues(o)
+	}
 	for _, s := range []string{"completed", "failed", "timeout"} {
 		m.jobsTotal.WithLabelValues(s)
 	}
@@ -150,6 +156,8 @@ const (
 	storeOpRelease               storeOp = "release"
 	storeOpReleaseWorker         storeOp = "release_worker"
 	storeOpRenewLease            storeOp = "renew_lease"
+	storeOpScheduleFire          storeOp = "schedule_fire"
+	storeOpScheduleList          storeOp = "schedule_list"
 	storeOpStats                 storeOp = "stats"
 	storeOpSyncWorkers           storeOp = "sync_workers"
 )
@@ -172,7 +180,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpStats, storeOpSyncWorkers}
+	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
 	redisOps = []redisOp{redisOpDeliver, redisOpDLQLen, redisOpDLQPush, redisOpDLQRebuild, redisOpDropWorkerQueues, redisOpHeartbeatRead, redisOpRemoveDeliveries, redisOpResultsAck, redisOpResultsGroup, redisOpResultsRead}
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/dtsched/dts/internal/store"
 )
 
-// The leader's work is done by five small services, each one loop in its
+// The leader's work is done by six small services, each one loop in its
 // own file with Start and Stop, over narrow interfaces of the store and the
-// queue: heartbeatReader (heartbeats.go), dispatcher (dispatch.go),
+// queue: scheduler (scheduler.go), heartbeatReader (heartbeats.go), dispatcher (dispatch.go),
 // resultApplier (results.go), reaper (reaper.go) and maintainer
 // (maintenance.go). lead (leader.go) starts them when it wins the lease and
 // stops them when it loses it. What they share is a leaderState.

@@ -115,6 +115,15 @@ var routes = []route{
 	{"GET /api/tasks/{id}", "GET", "read", func(e *env) (string, string) { return "/api/tasks/" + newJobID(e), "" }, 200},
 	{"POST /addJob", "POST", "submit", fixed("/addJob", `{"name":"email"}`), 200},
 	{"GET /failedJobs", "GET", "read", fixed("/failedJobs?page=1&limit=10", ""), 200},
+	{"GET /schedules", "GET", "read", fixed("/schedules", ""), 200},
+	{"GET /schedules/{id}", "GET", "read", func(e *env) (string, string) { return "/schedules/" + newScheduleID(e), "" }, 200},
+	{"POST /schedules", "POST", "admin", func(e *env) (string, string) {
+		return "/schedules", `{"name":"s` + newScheduleID(e) + `","cron":"@daily","job":{"name":"x"}}`
+	}, 201},
+	{"POST /schedules/{id}/pause", "POST", "admin", func(e *env) (string, string) { return "/schedules/" + newScheduleID(e) + "/pause", "" }, 200},
+	{"POST /schedules/{id}/resume", "POST", "admin", func(e *env) (string, string) { return "/schedules/" + newScheduleID(e) + "/resume", "" }, 200},
+	{"POST /schedules/{id}/trigger", "POST", "admin", func(e *env) (string, string) { return "/schedules/" + newScheduleID(e) + "/trigger", "" }, 201},
+	{"DELETE /schedules/{id}", "DELETE", "admin", func(e *env) (string, string) { return "/schedules/" + newScheduleID(e), "" }, 200},
 }
 
 // wrongScope is a scope that does not grant a route's.

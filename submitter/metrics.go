@@ -84,6 +84,10 @@ const (
 	storeOpBulk        storeOp = "bulk"
 	storeOpWorkers     storeOp = "workers"
 	storeOpJobTypes    storeOp = "job_types"
+	// schedule_read: GET /schedules and /schedules/{id}; schedule_write:
+	// create, pause, resume, delete and trigger.
+	storeOpScheduleRead  storeOp = "schedule_read"
+	storeOpScheduleWrite storeOp = "schedule_write"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -97,7 +101,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

@@ -69,6 +69,7 @@ func run() error {
 	flag.DurationVar(&cfg.LeaderTTL, "leader-ttl", e.Duration("LEADER_TTL", 0), fmt.Sprintf("how long the leader lease lasts unless renewed (0: %d x election interval) [LEADER_TTL]", coordinator.DefaultLeaderTTLIntervals))
 	flag.DurationVar(&cfg.RetentionCompleted, "retention-completed", e.Duration("RETENTION_COMPLETED", coordinator.DefaultRetentionCompleted), "keep completed and canceled jobs this long [RETENTION_COMPLETED]")
 	flag.DurationVar(&cfg.RetentionFailed, "retention-failed", e.Duration("RETENTION_FAILED", coordinator.DefaultRetentionFailed), "keep failed (dead) jobs this long [RETENTION_FAILED]")
+	flag.DurationVar(&cfg.ScheduleGrace, "schedule-grace", e.Duration("SCHEDULE_GRACE", coordinator.DefaultScheduleGrace), "how late a periodic job's tick may still be enqueued; later ones follow the schedule's catch-up policy [SCHEDULE_GRACE]")
 	secretFile := flag.String("auth-jwt-secret-file", e.String("AUTH_JWT_SECRET_FILE", ""), "file holding the HS256 secret of JWTs; or the secret itself in AUTH_JWT_SECRET [AUTH_JWT_SECRET_FILE]")
 	keyFile := flag.String("auth-jwt-public-key-file", e.String("AUTH_JWT_PUBLIC_KEY_FILE", ""), "PEM public key of JWTs: RSA (RS256) or Ed25519 (EdDSA) [AUTH_JWT_PUBLIC_KEY_FILE]")
 	flag.StringVar(&cfg.Auth.Tokens.JWTIssuer, "auth-jwt-issuer", e.String("AUTH_JWT_ISSUER", ""), "required iss claim of JWTs [AUTH_JWT_ISSUER]")
