@@ -72,6 +72,7 @@ const (
 	storeOpList        storeOp = "list"
 	storeOpDeadList    storeOp = "dead_list"
 	storeOpStats       storeOp = "stats"
+	storeOpLeader      storeOp = "leader"
 	storeOpCancel      storeOp = "cancel"
 	storeOpRequeue     storeOp = "requeue"
 	storeOpPing        storeOp = "ping"
@@ -93,7 +94,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

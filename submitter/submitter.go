@@ -61,6 +61,7 @@ type Server struct {
 	metrics  *metrics
 	handler  http.Handler
 	tokens   *TokenAdmin
+	svc      service // what the JSON handlers and the console call
 	inserts  *insertBatcher // single submissions, coalesced
 	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
 
@@ -103,6 +104,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		metrics:  newMetrics(reg),
 		tokens:   &TokenAdmin{store: st},
 	}
+	s.svc = service{s}
 	if cfg.Auth.Enabled() {
 		v, err := auth.NewVerifier(cfg.Auth, st, nil)
 		if err != nil {
