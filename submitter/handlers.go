@@ -37,13 +37,16 @@ const readyTimeout = 2 * time.Second
 // bearer token with a scope (when auth is configured): submit to create
 // jobs, read to look, admin to change or delete what exists and to manage
 // tokens. Outermost first: the concurrency cap, authentication, the
-// caller's rate limit, the scope, the body limit.
+// caller's rate limit, the scope, the body limit. The console (package
+// ui) is mounted at Config.UIBasePath: it logs users in with a cookie
+// holding the same tokens and checks the same scopes itself.
 func (s *Server) routes(m *httpx.Metrics) http.Handler {
 	r := httpx.NewRouter(s.logger, m)
 	r.Get("/healthz", httpx.Healthz)
 	r.Get("/health", httpx.Healthz) // the originals' name (compat.go)
 	r.Get("/readyz", httpx.Handler(s.readyz))
 	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
+	r.With(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests)).Mount(s.cfg.UIBasePath, s.console) // the console: its own login and scopes
 
 	r.Group(func(r chi.Router) {
 		r.Use(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests), httpx.Authenticate(s.authn, s.failures))

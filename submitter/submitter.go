@@ -49,6 +49,7 @@ import (
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/submitter/ui"
 )
 
 // Server is a submitter: the HTTP API over a store and a queue.
@@ -62,6 +63,7 @@ type Server struct {
 	handler  http.Handler
 	tokens   *TokenAdmin
 	svc      service // what the JSON handlers and the console call
+	console  *ui.Console
 	inserts  *insertBatcher // single submissions, coalesced
 	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
 
@@ -121,6 +123,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	s.inserts = newInsertBatcher(st.JobInsert, insertFlushers, maxInsertRows, insertTimeout,
 		func(n int) { s.metrics.insertRows.Observe(float64(n)) })
 	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
+	if s.console, err = ui.New(s.svc, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger}); err != nil {
+		_ = q.Close()
+		st.Close()
+		return nil, err
+	}
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
 	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})

@@ -120,6 +120,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"API requests in progress before 503 overloaded; negative: no cap (MAX_CONCURRENT_REQUESTS)")
 	fs.Int64Var(&cfg.MaxBacklog, "max-backlog", int64(e.Int("MAX_BACKLOG", submitter.DefaultMaxBacklog)),
 		"due jobs waiting for a worker before submissions get 503 backlog_full; 0: no bound (MAX_BACKLOG)")
+	fs.StringVar(&cfg.UIBasePath, "ui-base-path", e.String("UI_BASE_PATH", submitter.DefaultUIBasePath),
+		"path of the operations console (UI_BASE_PATH)")
 	if err := e.Err(); err != nil {
 		return cfg, err
 	}
