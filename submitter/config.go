@@ -215,7 +215,7 @@ var apiSegments = []string{"submit_job", "submit_jobs", "jobs", "dlq", "stats", 
 // checkBasePath says what is wrong with p as Config.UIBasePath ("" if
 // nothing).
 func checkBasePath(p string) string {
-	if !basePath.MatchString(p) {
+	if !basePath.MatchString(p) || slices.ContainsFunc(strings.Split(p, "/"), func(seg string) bool { return seg == "." || seg == ".." }) {
 		return "must be a path such as /ui: segments of A-Z a-z 0-9 . _ ~ -, no trailing slash"
 	}
 	first, _, _ := strings.Cut(p[1:], "/")
