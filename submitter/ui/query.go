@@ -50,7 +50,7 @@ func parseQuery(s string) (p store.JobListParams, id int64, err error) {
 				return p, 0, errors.New("id: must be a job id (digits)")
 			}
 		default:
-			return p, 0, fmt.Errorf("unknown qualifier %q: use state:, name:, queue: or id:", truncate(key, 40))
+			return p, 0, fmt.Errorf("unknown qualifier %q (use state, name, queue or id)", truncate(key, 40))
 		}
 	}
 	return p, id, nil
