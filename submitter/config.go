@@ -210,7 +210,8 @@ var basePath = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 
 // apiSegments are the first path segments of the API's routes, which the
 // console's base path must not shadow.
-var apiSegments = []string{"submit_job", "submit_jobs", "jobs", "dlq", "stats", "admin", "healthz", "readyz", "metrics"}
+var apiSegments = []string{"submit_job", "submit_jobs", "jobs", "dlq", "stats", "admin", "healthz", "health", "readyz", "metrics",
+	"api", "addJob", "failedJobs"}
 
 // checkBasePath says what is wrong with p as Config.UIBasePath ("" if
 // nothing).
