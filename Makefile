@@ -33,7 +33,7 @@ LINT_GOPROXY  = file://$(shell $(GO) env GOMODCACHE)/cache/download,$(shell $(GO
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
 
-.PHONY: help build up down status logs prereqs test test-short fuzz fmt vet lint bench clean
+.PHONY: help build up down status logs prereqs test test-short screenshots fuzz fmt vet lint bench clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":.*## " } \
@@ -74,6 +74,9 @@ fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 30000x exe
 			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
+
+screenshots: ## Retake the console's screenshots (docs/ui/*.png) with the browser test
+	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestBrowser$$' ./submitter/ui
 
 test-short: ## Run the tests in -short mode, without -race (quick feedback)
 	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work

@@ -3,7 +3,6 @@ package submitter
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/store"
@@ -14,15 +13,18 @@ import (
 // written, the action does not happen and the caller gets the error. done
 // records the action's outcome in the row (best effort: a failure is
 // logged, the row keeps saying the action was attempted).
-func (s *Server) audit(r *http.Request, action, targetType, targetID string) (done func(outcome map[string]any), err error) {
-	actor := httpx.PrincipalFrom(r.Context()).Actor()
-	id, err := s.store.AuditInsert(r.Context(), store.AuditEntry{Actor: actor, Action: action, TargetType: targetType,
+//
+// The actor is the principal in ctx (httpx.PrincipalFrom): the API's
+// bearer token, or the console's login.
+func (s *Server) audit(ctx context.Context, action, targetType, targetID string) (done func(outcome map[string]any), err error) {
+	actor := httpx.PrincipalFrom(ctx).Actor()
+	id, err := s.store.AuditInsert(ctx, store.AuditEntry{Actor: actor, Action: action, TargetType: targetType,
 		TargetID: targetID, Details: json.RawMessage(`{"result":"attempted"}`)})
 	if err != nil {
 		return nil, s.storeError(storeOpAudit, err)
 	}
 	return func(outcome map[string]any) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bestEffortTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bestEffortTimeout)
 		defer cancel()
 		if err := s.store.AuditSetOutcome(ctx, id, outcome); err != nil {
 			s.metrics.countStoreError(storeOpAudit)

@@ -31,7 +31,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r, store.AuditJobDelete, store.AuditTargetJob, formatID(id))
+	done, err := s.audit(r.Context(), store.AuditJobDelete, store.AuditTargetJob, formatID(id))
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Server) bulkJobs(w http.ResponseWriter, r *http.Request) error {
 		httpx.WriteJSON(w, http.StatusOK, resp)
 		return nil
 	}
-	done, err := s.audit(r, store.AuditJobBulk, store.AuditTargetJob, req.Action)
+	done, err := s.audit(r.Context(), store.AuditJobBulk, store.AuditTargetJob, req.Action)
 	if err != nil {
 		return err
 	}

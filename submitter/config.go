@@ -1,6 +1,9 @@
 package submitter
 
 import (
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dtsched/dts/internal/auth"
@@ -84,6 +87,12 @@ type Config struct {
 	// DefaultRejectUnknownJobNames (false): such jobs are accepted and show
 	// in GET /stats unknown_names.
 	RejectUnknownJobNames bool
+	// UIBasePath is where the operations console (package ui) is served:
+	// a path of one or more segments, without a trailing slash, whose
+	// first segment is none of the API's. Its links are relative, so a
+	// proxy may serve it under another prefix. Default DefaultUIBasePath
+	// (/ui).
+	UIBasePath string
 }
 
 // Defaults of Config, which WithDefaults applies and cmd/submitter's flags
@@ -106,6 +115,7 @@ const (
 	DefaultMaxConcurrentRequests = 512
 	DefaultMaxBacklog            = 0
 	DefaultRejectUnknownJobNames = false
+	DefaultUIBasePath            = "/ui"
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -133,6 +143,9 @@ func (c Config) WithDefaults() Config {
 	def(&c.IdleTimeout, DefaultIdleTimeout)
 	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	def(&c.BacklogCheckInterval, DefaultBacklogCheckInterval)
+	if c.UIBasePath == "" {
+		c.UIBasePath = DefaultUIBasePath
+	}
 	if c.RateLimitRPS == 0 {
 		c.RateLimitRPS = DefaultRateLimitRPS
 	}
@@ -191,8 +204,32 @@ func (c Config) validate() error {
 	if c.RateLimitRPS > 0 && c.RateLimitBurst < 1 {
 		bad("RateLimitBurst", "must be positive, got %d", c.RateLimitBurst)
 	}
+	if msg := checkBasePath(c.UIBasePath); msg != "" {
+		bad("UIBasePath", "%s, got %q", msg, c.UIBasePath)
+	}
 	if err := auth.CheckListen(c.Addr, c.Auth.Enabled(), c.InsecureNoAuth); err != nil {
 		bad("Addr", "is refused: %v", err)
 	}
 	return check.Err()
+}
+
+// basePath is a URL path of plain segments, without a trailing slash.
+var basePath = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
+
+// apiSegments are the first path segments of the API's routes, which the
+// console's base path must not shadow.
+var apiSegments = []string{"submit_job", "submit_jobs", "jobs", "dlq", "stats", "admin", "healthz", "health", "readyz", "metrics",
+	"api", "addJob", "failedJobs"}
+
+// checkBasePath says what is wrong with p as Config.UIBasePath ("" if
+// nothing).
+func checkBasePath(p string) string {
+	if !basePath.MatchString(p) || slices.ContainsFunc(strings.Split(p, "/"), func(seg string) bool { return seg == "." || seg == ".." }) {
+		return "must be a path such as /ui: segments of A-Z a-z 0-9 . _ ~ -, no trailing slash"
+	}
+	first, _, _ := strings.Cut(p[1:], "/")
+	if slices.Contains(apiSegments, first) {
+		return "must not start with a segment of the API's routes"
+	}
+	return ""
 }

@@ -21,7 +21,8 @@ func TestConfigDefaults(t *testing.T) {
 		WriteTimeout: submitter.DefaultWriteTimeout, IdleTimeout: submitter.DefaultIdleTimeout,
 		ShutdownTimeout: submitter.DefaultShutdownTimeout, RateLimitRPS: submitter.DefaultRateLimitRPS,
 		RateLimitBurst: submitter.DefaultRateLimitBurst, MaxConcurrentRequests: submitter.DefaultMaxConcurrentRequests,
-		MaxBacklog: submitter.DefaultMaxBacklog, BacklogCheckInterval: submitter.DefaultBacklogCheckInterval}
+		MaxBacklog: submitter.DefaultMaxBacklog, BacklogCheckInterval: submitter.DefaultBacklogCheckInterval,
+		UIBasePath: submitter.DefaultUIBasePath}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Config{}.WithDefaults() = %+v\nwant %+v", c, want)
 	}
@@ -31,12 +32,25 @@ func TestConfigDefaults(t *testing.T) {
 // at once, each by name.
 func TestConfigValidateNamesEveryBadField(t *testing.T) {
 	t.Parallel()
-	c := submitter.Config{RedisURL: "redis://x", MaxPayloadBytes: 2, ReadTimeout: -time.Second}
+	c := submitter.Config{RedisURL: "redis://x", MaxPayloadBytes: 2, ReadTimeout: -time.Second, UIBasePath: "/jobs/ui"}
 	err := c.Validate()
-	if got, want := config.Fields(err), []string{"DatabaseURL", "MaxPayloadBytes", "ReadTimeout"}; !slices.Equal(got, want) {
+	if got, want := config.Fields(err), []string{"DatabaseURL", "MaxPayloadBytes", "ReadTimeout", "UIBasePath"}; !slices.Equal(got, want) {
 		t.Fatalf("bad fields %v, want %v (error: %v)", got, want, err)
 	}
 	if msg := "config: DatabaseURL is required"; !strings.Contains(err.Error(), msg) {
 		t.Errorf("error %q does not say %q", err, msg)
+	}
+}
+
+// TestConfigUIBasePath: the console's base path is a plain path that
+// shadows no API route.
+func TestConfigUIBasePath(t *testing.T) {
+	t.Parallel()
+	for p, ok := range map[string]bool{"/ui": true, "/ops/console": true, "/a.b-c_~": true,
+		"ui": false, "/ui/": false, "/": false, "/u i": false, "/jobs": false, "/admin/ui": false, "/ui/../x": false, "/.": false} {
+		err := submitter.Config{DatabaseURL: "x", RedisURL: "y", UIBasePath: p}.Validate()
+		if (err == nil) != ok {
+			t.Errorf("UIBasePath %q: err %v, want ok=%v", p, err, ok)
+		}
 	}
 }

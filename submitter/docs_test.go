@@ -25,6 +25,7 @@ func TestOperationsDocDefaults(t *testing.T) {
 		"RATE_LIMIT_BURST":        fmt.Sprint(submitter.DefaultRateLimitBurst),
 		"MAX_CONCURRENT_REQUESTS": fmt.Sprint(submitter.DefaultMaxConcurrentRequests),
 		"MAX_BACKLOG":             fmt.Sprint(submitter.DefaultMaxBacklog),
+		"UI_BASE_PATH":            submitter.DefaultUIBasePath,
 	} {
 		got, ok := doc[env]
 		if !ok || (got != want && !strings.HasPrefix(got, want+" (")) {

@@ -38,13 +38,16 @@ const readyTimeout = 2 * time.Second
 // bearer token with a scope (when auth is configured): submit to create
 // jobs, read to look, admin to change or delete what exists and to manage
 // tokens. Outermost first: the concurrency cap, authentication, the
-// caller's rate limit, the scope, the body limit.
+// caller's rate limit, the scope, the body limit. The console (package
+// ui) is mounted at Config.UIBasePath: it logs users in with a cookie
+// holding the same tokens and checks the same scopes itself.
 func (s *Server) routes(m *httpx.Metrics) http.Handler {
 	r := httpx.NewRouter(s.logger, m)
 	r.Get("/healthz", httpx.Healthz)
 	r.Get("/health", httpx.Healthz) // the originals' name (compat.go)
 	r.Get("/readyz", httpx.Handler(s.readyz))
 	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
+	r.With(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests)).Mount(s.cfg.UIBasePath, s.console) // the console: its own login and scopes
 
 	r.Group(func(r chi.Router) {
 		r.Use(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests), httpx.Authenticate(s.authn, s.failures))
@@ -264,26 +267,18 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.store.JobGet(r.Context(), id)
+	j, err := s.svc.JobGet(r.Context(), id)
 	if err != nil {
-		return s.storeError(storeOpGet, err)
+		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, jobView(j))
+	httpx.WriteJSON(w, http.StatusOK, j)
 	return nil
 }
 
-// listJobs handles GET /jobs?status=&name=&limit=&cursor=.
+// listJobs handles GET /jobs?status=&name=&queue=&limit=&cursor=.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	p := store.JobListParams{Name: q.Get("name"), State: job.State(q.Get("status")), MaxBytes: maxListBytes}
-	if p.State != "" && !p.State.Valid() {
-		return httpx.InvalidField("status", "must be one of %s", statesList())
-	}
-	if p.Name != "" {
-		if msg := checkText(p.Name, maxNameLen); msg != "" {
-			return httpx.InvalidField("name", "%s", msg)
-		}
-	}
+	p := store.JobListParams{Name: q.Get("name"), Queue: q.Get("queue"), State: job.State(q.Get("status"))}
 	var err error
 	if p.Limit, err = queryLimit(r); err != nil {
 		return err
@@ -293,17 +288,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
 		}
 	}
-	jobs, next, err := s.store.JobList(r.Context(), p)
+	resp, err := s.svc.JobList(r.Context(), p)
 	if err != nil {
-		return s.storeError(storeOpList, err)
-	}
-	resp := wire.JobListResponse{Jobs: make([]wire.Job, len(jobs))}
-	for i, j := range jobs {
-		resp.Jobs[i] = jobView(j)
-	}
-	if next > 0 {
-		c := formatID(next)
-		resp.NextCursor = &c
+		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, resp)
 	return nil
@@ -311,27 +298,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // listDead handles GET /dlq?limit=&cursor=.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
-	p := store.DeadListParams{MaxBytes: maxListBytes}
-	var err error
-	if p.Limit, err = queryLimit(r); err != nil {
+	limit, err := queryLimit(r)
+	if err != nil {
 		return err
 	}
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		if p.After, err = parseDeadCursor(c); err != nil {
-			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
-		}
-	}
-	dead, next, err := s.store.DeadListPage(r.Context(), p)
+	resp, err := s.svc.DeadList(r.Context(), limit, r.URL.Query().Get("cursor"))
 	if err != nil {
-		return s.storeError(storeOpDeadList, err)
-	}
-	resp := wire.DLQResponse{Jobs: make([]wire.DLQJob, len(dead))}
-	for i, d := range dead {
-		resp.Jobs[i] = wire.DLQJob{Job: jobView(d.Job), Reason: d.Reason}
-	}
-	if next != nil {
-		c := formatDeadCursor(*next)
-		resp.NextCursor = &c
+		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, resp)
 	return nil
@@ -361,21 +334,9 @@ func parseDeadCursor(s string) (*store.DeadCursor, error) {
 
 // stats handles GET /stats.
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.store.StatsGet(r.Context())
+	resp, err := s.svc.Stats(r.Context())
 	if err != nil {
-		return s.storeError(storeOpStats, err)
-	}
-	resp := wire.StatsResponse{
-		Jobs:                 make(map[string]int64, len(job.States)),
-		QueueDepth:           st.QueueDepth,
-		DLQDepth:             st.DeadDepth,
-		OldestPendingSeconds: st.OldestPendingAge,
-		Workers:              st.WorkersByState,
-		UnknownNames:         st.Unhandled,
-		UnknownNamesOther:    st.UnhandledOther,
-	}
-	for _, state := range job.States {
-		resp.Jobs[string(state)] = st.ByState[state]
+		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, resp)
 	return nil
@@ -389,7 +350,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r, store.AuditJobCancel, store.AuditTargetJob, formatID(id))
+	done, err := s.audit(r.Context(), store.AuditJobCancel, store.AuditTargetJob, formatID(id))
 	if err != nil {
 		return err
 	}
@@ -423,17 +384,11 @@ func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r, store.AuditJobRequeue, store.AuditTargetJob, formatID(id))
+	resp, err := s.svc.DeadRequeue(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if err := s.store.JobRequeueDead(r.Context(), id); err != nil {
-		done(failure(err))
-		return s.storeError(storeOpRequeue, err)
-	}
-	done(map[string]any{"result": "ok", "state": string(job.StatePending)})
-	s.wake()
-	httpx.WriteJSON(w, http.StatusOK, wire.SubmitResponse{JobID: formatID(id), Status: string(job.StatePending)})
+	httpx.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 

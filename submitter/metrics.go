@@ -72,6 +72,7 @@ const (
 	storeOpList        storeOp = "list"
 	storeOpDeadList    storeOp = "dead_list"
 	storeOpStats       storeOp = "stats"
+	storeOpLeader      storeOp = "leader"
 	storeOpCancel      storeOp = "cancel"
 	storeOpRequeue     storeOp = "requeue"
 	storeOpPing        storeOp = "ping"
@@ -101,7 +102,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

@@ -113,7 +113,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r, store.AuditScheduleCreate, store.AuditTargetSchedule, p.Name)
+	done, err := s.audit(r.Context(), store.AuditScheduleCreate, store.AuditTargetSchedule, p.Name)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (s *Server) changeSchedule(w http.ResponseWriter, r *http.Request, action s
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r, action, store.AuditTargetSchedule, formatID(id))
+	done, err := s.audit(r.Context(), action, store.AuditTargetSchedule, formatID(id))
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r, store.AuditScheduleTrigger, store.AuditTargetSchedule, formatID(id))
+	done, err := s.audit(r.Context(), store.AuditScheduleTrigger, store.AuditTargetSchedule, formatID(id))
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/submitter/ui"
 )
 
 // Server is a submitter: the HTTP API over a store and a queue.
@@ -61,6 +62,8 @@ type Server struct {
 	metrics  *metrics
 	handler  http.Handler
 	tokens   *TokenAdmin
+	svc      service // what the JSON handlers and the console call
+	console  *ui.Console
 	inserts  *insertBatcher // single submissions, coalesced
 	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
 	names    *jobNames      // Config.RejectUnknownJobNames; nil when off
@@ -104,6 +107,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		metrics:  newMetrics(reg),
 		tokens:   &TokenAdmin{store: st},
 	}
+	s.svc = service{s}
 	if cfg.Auth.Enabled() {
 		v, err := auth.NewVerifier(cfg.Auth, st, nil)
 		if err != nil {
@@ -123,6 +127,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		s.names = newJobNames(st.WorkerJobTypes)
 	}
 	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
+	if s.console, err = ui.New(s.svc, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger}); err != nil {
+		_ = q.Close()
+		st.Close()
+		return nil, err
+	}
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
 	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})

@@ -573,6 +573,7 @@ cmd_up() {
 	for name in "${SERVICES[@]}" "${OPTIONAL[@]}"; do
 		printf '    %-12s http://127.0.0.1:%s\n' "$name" "$(port_of "$name")"
 	done
+	printf '    %-12s http://127.0.0.1:%s/ui/   (the operations console; docs/ui.md)\n' console "$SUBMITTER_PORT"
 	cat <<EOF
 
     try:   curl -X POST 127.0.0.1:$SUBMITTER_PORT/submit_job -d '{"name":"cpu_intensive","payload":"x"}'

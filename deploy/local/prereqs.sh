@@ -11,7 +11,8 @@
 #                                    PostgreSQL, Redis, Prometheus and
 #                                    promtool, pgbouncer (the leader test
 #                                    through a pooler), gcc (go test -race
-#                                    needs cgo), curl, procps
+#                                    needs cgo), curl, procps, chromium
+#                                    (the console's browser tests)
 #   prereqs.sh [--dry-run] ci        test, plus make
 #
 # It installs the missing Debian packages with apt-get (apt-get update
@@ -85,6 +86,7 @@ if [[ $profile == test || $profile == ci ]]; then
 	need pgbouncer have_pgbouncer
 	need gcc 'have gcc'
 	need procps 'have pgrep'
+	need chromium 'have chromium'
 fi
 [[ $profile != ci ]] || need make 'have make'
 

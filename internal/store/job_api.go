@@ -279,6 +279,7 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 type JobListParams struct {
 	State  job.State
 	Name   string
+	Queue  string
 	Before int64 // cursor: only ids below this
 	Limit  int   // 0 or less: no limit
 	// MaxBytes bounds the bytes of the page's jobs as jobBytes counts
@@ -297,7 +298,7 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 		n := p.Limit + 1
 		limit = &n
 	}
-	rows, err := s.pool.Query(ctx, q("JobList"), p.Before, string(p.State), p.Name, limit)
+	rows, err := s.pool.Query(ctx, q("JobList"), p.Before, string(p.State), p.Name, limit, p.Queue)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}

@@ -347,6 +347,7 @@ func TestJobList(t *testing.T) {
 	for i := range ps {
 		ps[i] = store.JobInsertParams{Name: []string{"even", "odd"}[i%2]}
 	}
+	ps[n-1].Queue = "mail" // the newest job, even
 	ids := e.insert(t, ps...)
 	// Complete the first four: ids[0] and ids[2] are even, ids[1] and ids[3] odd.
 	cs := e.claim(t, nil, "w", "w", "w", "w")
@@ -400,6 +401,9 @@ func TestJobList(t *testing.T) {
 		{store.JobListParams{Name: "even", Before: ids[4], Limit: 100}, []int64{ids[2], ids[0]}},
 		{store.JobListParams{Name: "none", Limit: 100}, nil},
 		{store.JobListParams{State: job.StateFailed, Limit: 100}, nil},
+		{store.JobListParams{Queue: "mail", Limit: 100}, []int64{ids[n-1]}},
+		{store.JobListParams{Queue: "mail", Name: "odd", Limit: 100}, nil},
+		{store.JobListParams{Queue: "default", Name: "even", Before: ids[4], Limit: 100}, []int64{ids[2], ids[0]}},
 	}
 	for _, f := range filters {
 		jobs, next, err := e.s.JobList(e.ctx, f.p)

@@ -27,7 +27,7 @@ SELECT {{jobColumns}} FROM jobs WHERE id = $1
 
 -- name: JobList
 SELECT {{jobColumns}} FROM jobs
-    WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3)
+    WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
     ORDER BY id DESC LIMIT $4
 
 -- name: JobCancel

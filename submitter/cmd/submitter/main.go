@@ -122,6 +122,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"due jobs waiting for a worker before submissions get 503 backlog_full; 0: no bound (MAX_BACKLOG)")
 	fs.BoolVar(&cfg.RejectUnknownJobNames, "reject-unknown-job-names", e.Bool("REJECT_UNKNOWN_JOB_NAMES", submitter.DefaultRejectUnknownJobNames),
 		"answer 400 unknown_job_name to a job whose name no worker handles (REJECT_UNKNOWN_JOB_NAMES)")
+	fs.StringVar(&cfg.UIBasePath, "ui-base-path", e.String("UI_BASE_PATH", submitter.DefaultUIBasePath),
+		"path of the operations console (UI_BASE_PATH)")
 	if err := e.Err(); err != nil {
 		return cfg, err
 	}

@@ -1,0 +1,131 @@
+package submitter
+
+import (
+	"context"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// service is what the JSON handlers and the console (package ui) both
+// call to read and change jobs: it validates filters, runs the store,
+// counts store errors, writes the audit row of every action with the
+// acting principal (from ctx, httpx.PrincipalFrom) and wakes the
+// coordinator. Its errors are the API's (*httpx.Error, the job sentinels),
+// so each front end only decides how to show them. It holds no state of
+// its own.
+type service struct{ s *Server }
+
+// Stats counts jobs by state, the due queue, the DLQ and workers by state.
+func (v service) Stats(ctx context.Context) (wire.StatsResponse, error) {
+	st, err := v.s.store.StatsGet(ctx)
+	if err != nil {
+		return wire.StatsResponse{}, v.s.storeError(storeOpStats, err)
+	}
+	resp := wire.StatsResponse{
+		Jobs:                 make(map[string]int64, len(job.States)),
+		QueueDepth:           st.QueueDepth,
+		DLQDepth:             st.DeadDepth,
+		OldestPendingSeconds: st.OldestPendingAge,
+		Workers:              st.WorkersByState,
+		UnknownNames:         st.Unhandled,
+		UnknownNamesOther:    st.UnhandledOther,
+	}
+	for _, state := range job.States {
+		resp.Jobs[string(state)] = st.ByState[state]
+	}
+	return resp, nil
+}
+
+// Leader returns the coordinator leader's id as recorded ("" if none ever
+// led) and its epoch.
+func (v service) Leader(ctx context.Context) (string, int64, error) {
+	epoch, id, err := v.s.store.LeaderGet(ctx)
+	if err != nil {
+		return "", 0, v.s.storeError(storeOpLeader, err)
+	}
+	return id, epoch, nil
+}
+
+// JobGet returns one job.
+func (v service) JobGet(ctx context.Context, id int64) (wire.Job, error) {
+	j, err := v.s.store.JobGet(ctx, id)
+	if err != nil {
+		return wire.Job{}, v.s.storeError(storeOpGet, err)
+	}
+	return jobView(j), nil
+}
+
+// JobList returns a page of jobs, newest first. It checks p's filters
+// (errors name them as the API's query parameters: status, name, queue)
+// and bounds the page to maxListBytes.
+func (v service) JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error) {
+	if p.State != "" && !p.State.Valid() {
+		return wire.JobListResponse{}, httpx.InvalidField("status", "must be one of %s", statesList())
+	}
+	if p.Name != "" {
+		if msg := checkText(p.Name, maxNameLen); msg != "" {
+			return wire.JobListResponse{}, httpx.InvalidField("name", "%s", msg)
+		}
+	}
+	if p.Queue != "" && !validQueue(p.Queue) {
+		return wire.JobListResponse{}, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
+	}
+	p.MaxBytes = maxListBytes
+	jobs, next, err := v.s.store.JobList(ctx, p)
+	if err != nil {
+		return wire.JobListResponse{}, v.s.storeError(storeOpList, err)
+	}
+	resp := wire.JobListResponse{Jobs: make([]wire.Job, len(jobs))}
+	for i, j := range jobs {
+		resp.Jobs[i] = jobView(j)
+	}
+	if next > 0 {
+		c := formatID(next)
+		resp.NextCursor = &c
+	}
+	return resp, nil
+}
+
+// DeadList returns a page of the DLQ, the most recently failed first,
+// from cursor (a next_cursor; "" for the first page).
+func (v service) DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error) {
+	p := store.DeadListParams{Limit: limit, MaxBytes: maxListBytes}
+	if cursor != "" {
+		var err error
+		if p.After, err = parseDeadCursor(cursor); err != nil {
+			return wire.DLQResponse{}, httpx.InvalidField("cursor", "not a cursor from next_cursor")
+		}
+	}
+	dead, next, err := v.s.store.DeadListPage(ctx, p)
+	if err != nil {
+		return wire.DLQResponse{}, v.s.storeError(storeOpDeadList, err)
+	}
+	resp := wire.DLQResponse{Jobs: make([]wire.DLQJob, len(dead))}
+	for i, d := range dead {
+		resp.Jobs[i] = wire.DLQJob{Job: jobView(d.Job), Reason: d.Reason}
+	}
+	if next != nil {
+		c := formatDeadCursor(*next)
+		resp.NextCursor = &c
+	}
+	return resp, nil
+}
+
+// DeadRequeue makes a failed job pending again (audited: the row is
+// written before the job is touched, and records the outcome).
+func (v service) DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error) {
+	done, err := v.s.audit(ctx, store.AuditJobRequeue, store.AuditTargetJob, formatID(id))
+	if err != nil {
+		return wire.SubmitResponse{}, err
+	}
+	if err := v.s.store.JobRequeueDead(ctx, id); err != nil {
+		done(failure(err))
+		return wire.SubmitResponse{}, v.s.storeError(storeOpRequeue, err)
+	}
+	done(map[string]any{"result": "ok", "state": string(job.StatePending)})
+	v.s.wake()
+	return wire.SubmitResponse{JobID: formatID(id), Status: string(job.StatePending)}, nil
+}

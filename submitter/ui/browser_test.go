@@ -1,0 +1,463 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/wire"
+	"github.com/dtsched/dts/submitter"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	redistest.Cleanup()
+	os.Exit(code)
+}
+
+// chromium is the browser the tests drive (Debian's package; make test
+// installs it through deploy/local/prereqs.sh).
+const chromium = "/usr/bin/chromium"
+
+// hostile goes into job names, errors and payloads.
+const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>`
+
+// site is a submitter with auth on, seen by the browser through a proxy
+// that adds the prefix /ops (the console's base path is /console, so the
+// browser sees it at /ops/console/).
+type site struct {
+	t          *testing.T
+	api        *httptest.Server // the submitter itself
+	proxy      *httptest.Server
+	db         *pgxpool.Pool
+	admin      string // API keys
+	read       string
+	console    string // the console's root URL as the browser sees it
+	failed     []string
+	bulk       []string
+	bigPayload string
+}
+
+func newSite(t *testing.T) *site {
+	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
+	cfg := submitter.Config{DatabaseURL: dbURL, RedisURL: redistest.URL(), RedisPrefix: redistest.Prefix(t),
+		UIBasePath: "/console", Auth: auth.Config{APIKeys: true}}
+	srv, err := submitter.New(t.Context(), cfg, slogFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	s := &site{t: t, api: httptest.NewServer(srv.Handler())}
+	t.Cleanup(s.api.Close)
+	target, _ := url.Parse(s.api.URL)
+	s.proxy = httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/ops")
+		pr.Out.URL.RawPath = ""
+		pr.Out.Host = pr.In.Host // as proxies are told to: Origin checks compare with it
+	}})
+	t.Cleanup(s.proxy.Close)
+	s.console = s.proxy.URL + "/ops/console/"
+	if s.db, err = pgxpool.New(t.Context(), dbURL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.db.Close)
+	s.admin = s.key("ops", "admin")
+	s.read = s.key("viewer", "read")
+	return s
+}
+
+func (s *site) key(name string, scopes ...string) string {
+	key, hash := auth.NewAPIKey()
+	if _, err := s.db.Exec(s.t.Context(), `INSERT INTO api_keys (name, hash, scopes) VALUES ($1, $2, $3)`, name, hash, scopes); err != nil {
+		s.t.Fatal(err)
+	}
+	return key
+}
+
+// call sends an API request with the admin key and decodes the answer.
+func (s *site) call(method, path, body string, out any) {
+	s.t.Helper()
+	req, _ := http.NewRequestWithContext(s.t.Context(), method, s.api.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		s.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+func (s *site) status(id string) string {
+	var j wire.Job
+	s.call("GET", "/jobs/"+id, "", &j)
+	return j.Status
+}
+
+// seed makes 60 "bulk" jobs, 4 dead ones with hostile names, errors and
+// three attempts each, a job with a payload too large to show and one
+// with deep JSON.
+func (s *site) seed() {
+	var batch []map[string]any
+	for i := range 60 {
+		batch = append(batch, map[string]any{"name": "bulk", "payload": map[string]int{"i": i}})
+	}
+	b, _ := json.Marshal(batch)
+	var resp wire.BatchSubmitResponse
+	s.call("POST", "/submit_jobs", string(b), &resp)
+	for _, j := range resp.Jobs {
+		s.bulk = append(s.bulk, j.JobID)
+	}
+	for i := range 4 {
+		var r wire.SubmitResponse
+		p, _ := json.Marshal(map[string]any{"name": hostile + strings.Repeat("n", 60), "queue": "mail",
+			"payload": map[string]any{"to": hostile, "n": i, "deep": json.RawMessage(strings.Repeat("[", 40) + strings.Repeat("]", 40))}})
+		s.call("POST", "/submit_job", string(p), &r)
+		errs, _ := json.Marshal([]map[string]any{
+			{"attempt": 1, "error": hostile + " timeout", "reason": "timeout", "worker_id": "w1", "at": time.Now().Add(-3 * time.Minute)},
+			{"attempt": 2, "error": strings.Repeat("very long error ", 300), "reason": "job_error", "worker_id": "w2", "at": time.Now().Add(-2 * time.Minute)},
+			{"attempt": 3, "error": "permanent: " + hostile, "reason": "permanent", "worker_id": "w<b>3</b>", "at": time.Now().Add(-time.Minute)},
+		})
+		if _, err := s.db.Exec(s.t.Context(), `UPDATE jobs SET status = 'failed', attempts = 3, finished_at = now(),
+			dead_reason = 'permanent', errors = $2, last_error = $3, worker_id = 'w3' WHERE id = $1`,
+			r.JobID, errs, "permanent: "+hostile); err != nil {
+			s.t.Fatal(err)
+		}
+		s.failed = append(s.failed, r.JobID)
+	}
+	var r wire.SubmitResponse
+	s.call("POST", "/submit_job", `{"name":"big","payload":"`+strings.Repeat("B", 300<<10)+`"}`, &r)
+	s.bigPayload = r.JobID
+}
+
+// browser starts headless Chromium with a fresh profile and records
+// console errors, exceptions, CSP reports and every URL it requests.
+type browser struct {
+	ctx      context.Context
+	mu       sync.Mutex
+	problems []string
+	urls     []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	if _, err := exec.LookPath(chromium); err != nil {
+		t.Fatalf("%s is missing: run `bash deploy/local/prereqs.sh test` (as root) to install chromium", chromium)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(t.Context()), opts...)
+	t.Cleanup(cancelAlloc)
+	b := &browser{}
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(b.listen))
+	t.Cleanup(cancel)
+	b.ctx = ctx
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	for _, err := range []error{
+		call(ctx, cdplog.Enable, cdp.Empty{}),
+		call(ctx, network.Enable, network.EnableParams{}),
+		call(ctx, runtime.Enable, cdp.Empty{}),
+	} {
+		if err != nil {
+			t.Fatalf("enable events: %v", err)
+		}
+	}
+	return b
+}
+
+func call[P any](ctx context.Context, cmd cdp.Command[P, cdp.Empty], p P) error {
+	_, err := chromedp.Call(ctx, cmd, p)
+	return err
+}
+
+func (b *browser) listen(ev any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch ev := ev.(type) {
+	case *runtime.EventConsoleAPICalled:
+		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+			var parts []string
+			for _, a := range ev.Args {
+				parts = append(parts, fmt.Sprint(a.Value)+a.Description)
+			}
+			b.problems = append(b.problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(parts, " ")))
+		}
+	case *runtime.EventExceptionThrown:
+		b.problems = append(b.problems, "exception: "+ev.ExceptionDetails.Text)
+	case *cdplog.EventEntryAdded:
+		e := ev.Entry
+		// 401 and 403 answers are expected where the test forges requests.
+		if e.Source == cdplog.EntrySourceNetwork && (strings.Contains(e.Text, "status of 403") || strings.Contains(e.Text, "status of 401")) {
+			return
+		}
+		if e.Level == cdplog.EntryLevelError || e.Level == cdplog.EntryLevelWarning || e.Source == cdplog.EntrySourceSecurity {
+			b.problems = append(b.problems, fmt.Sprintf("log %s/%s: %s %s", e.Source, e.Level, e.Text, e.URL))
+		}
+	case *network.EventRequestWillBeSent:
+		b.urls = append(b.urls, ev.Request.URL)
+	}
+}
+
+func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func get[T any](t *testing.T, b *browser, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// waitJS waits until cond holds in the page, across page loads (the
+// back button reloads the page: its context goes away mid-poll).
+func (b *browser) waitJS(t *testing.T, what, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s never held (last error %v)", what, cond, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// shot saves a screenshot of the page: into docs/ui with
+// UPDATE_SCREENSHOTS=1 (make screenshots), else into a temporary dir.
+func (b *browser) shot(t *testing.T, dir, name string) {
+	t.Helper()
+	png := get(t, b, "screenshot "+name, chromedp.CaptureScreenshot())
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *browser) login(t *testing.T, token string) {
+	t.Helper()
+	b.do(t, "log in", chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), token),
+		chromedp.Click(chromedp.CSS(`form.login button`)),
+		chromedp.WaitVisible(chromedp.CSS(`header.top .who`)))
+}
+
+func (b *browser) logout(t *testing.T) {
+	t.Helper()
+	b.do(t, "log out", chromedp.Click(chromedp.CSS(`header.top .who button`)), chromedp.WaitVisible(chromedp.CSS(`#token`)))
+}
+
+func count(t *testing.T, b *browser, sel string) int {
+	t.Helper()
+	return len(get(t, b, "count "+sel, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0))))
+}
+
+func text(t *testing.T, b *browser, sel string) string {
+	t.Helper()
+	return get(t, b, "text of "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// TestBrowser drives the console in Chromium through a proxy prefix, as a
+// read-only user and as an admin, with JavaScript on and off.
+func TestBrowser(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	s.seed()
+	shots := t.TempDir()
+	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
+		shots = filepath.Join("..", "..", "docs", "ui")
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t)
+
+	// A deep link while logged out: the login, then the page asked for.
+	deep := s.console + "jobs?q=" + url.QueryEscape("queue:mail state:failed")
+	b.do(t, "deep link", chromedp.Navigate(deep), chromedp.WaitVisible(chromedp.CSS(`#token`)))
+	b.shot(t, shots, "login")
+
+	// Read only: no action controls; a forged POST gets 403.
+	b.login(t, s.read)
+	if loc := get(t, b, "location", chromedp.Location()); loc != deep {
+		t.Errorf("after login at %s, want the deep link %s", loc, deep)
+	}
+	if n := count(t, b, `#results tbody tr`); n != 4 {
+		t.Errorf("queue:mail state:failed shows %d jobs, want 4", n)
+	}
+	b.do(t, "dlq read only", chromedp.Navigate(s.console+"dlq"), chromedp.WaitVisible(chromedp.CSS(`table.list`)))
+	if n := count(t, b, `button, input[type=checkbox]`); n != 1 { // Log out only
+		t.Errorf("read only sees %d buttons and checkboxes, want only Log out", n)
+	}
+	forged := get(t, b, "forged POST", chromedp.Evaluate[int](`fetch("dlq/`+s.failed[0]+`/requeue", {method: "POST", body: new URLSearchParams()}).then(r => r.status)`,
+		chromedp.EvalAwaitPromise))
+	if forged != http.StatusForbidden {
+		t.Errorf("read only's forged POST: %d, want 403", forged)
+	}
+	b.logout(t)
+
+	b.login(t, s.admin)
+
+	// Overview: the counts are GET /stats's.
+	b.do(t, "overview", chromedp.Navigate(s.console), chromedp.WaitVisible(chromedp.CSS(`#dlq-depth`)))
+	var stats wire.StatsResponse
+	s.call("GET", "/stats", "", &stats)
+	for state, want := range stats.Jobs {
+		if got := text(t, b, `td[data-state="`+state+`"]`); got != strconv.FormatInt(want, 10) {
+			t.Errorf("overview %s = %s, /stats says %d", state, got, want)
+		}
+	}
+	dlq := text(t, b, `#dlq-depth`)
+	if dlq != strconv.FormatInt(stats.DLQDepth, 10) || dlq != "4" {
+		t.Errorf("overview DLQ depth %s, /stats says %d", dlq, stats.DLQDepth)
+	}
+	b.shot(t, shots, "overview")
+
+	// Jobs: filter (an htmx swap that pushes the URL), the next page, back,
+	// and the second page as a deep link.
+	b.do(t, "jobs", chromedp.Navigate(s.console+"jobs"), chromedp.WaitVisible(chromedp.CSS(`#q`)),
+		chromedp.SendKeys(chromedp.CSS(`#q`), "name:bulk"), chromedp.Click(chromedp.CSS(`form.search button`)))
+	b.waitJS(t, "filtered", `location.search === "?q=name%3Abulk" && document.querySelectorAll("#results tbody tr").length === 50`)
+	b.shot(t, shots, "jobs")
+	first := s.bulk[len(s.bulk)-1]
+	if n := count(t, b, `#results tr[data-job-id="`+first+`"]`); n != 1 {
+		t.Errorf("the newest bulk job %s is not on the first page", first)
+	}
+	b.do(t, "older", chromedp.Click(chromedp.CSS(`#older`)))
+	b.waitJS(t, "page 2", `location.search.includes("before=") && document.querySelectorAll("#results tbody tr").length === 10`)
+	page2 := get(t, b, "location", chromedp.Location())
+	if n := count(t, b, `#results tr[data-job-id="`+s.bulk[0]+`"]`); n != 1 {
+		t.Errorf("the oldest bulk job is not on page 2")
+	}
+	b.do(t, "back", chromedp.NavigateBack())
+	b.waitJS(t, "back on page 1", `location.search === "?q=name%3Abulk" && document.querySelectorAll("#results tbody tr").length === 50`)
+	b.do(t, "deep link to page 2", chromedp.Navigate(page2), chromedp.WaitVisible(chromedp.CSS(`#results`)))
+	if n := count(t, b, `#results tbody tr`); n != 10 {
+		t.Errorf("page 2 by deep link shows %d jobs, want 10", n)
+	}
+	if q := get(t, b, "search box", chromedp.Value(chromedp.CSS(`#q`))); q != "name:bulk" {
+		t.Errorf("the search box of the deep link holds %q", q)
+	}
+
+	// Job: every attempt; a large payload is a download.
+	b.do(t, "job", chromedp.Navigate(s.console+"jobs/"+s.failed[0]), chromedp.WaitVisible(chromedp.CSS(`table.attempts`)))
+	if n := count(t, b, `table.attempts tbody tr`); n != 3 {
+		t.Errorf("the job shows %d attempts, want 3", n)
+	}
+	if n := count(t, b, `#requeue`); n != 1 {
+		t.Errorf("admin sees no Requeue on a dead job")
+	}
+	b.shot(t, shots, "job")
+	b.do(t, "big job", chromedp.Navigate(s.console+"jobs/"+s.bigPayload), chromedp.WaitVisible(chromedp.CSS(`#download-payload`)))
+
+	// Dead letters: select two and requeue them.
+	b.do(t, "dlq", chromedp.Navigate(s.console+"dlq"), chromedp.WaitVisible(chromedp.CSS(`#requeue-selected`)))
+	b.shot(t, shots, "dlq")
+	b.do(t, "requeue selected",
+		chromedp.Click(chromedp.CSS(`input[value="`+s.failed[0]+`"]`)), chromedp.Click(chromedp.CSS(`input[value="`+s.failed[1]+`"]`)),
+		chromedp.Click(chromedp.CSS(`#requeue-selected`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+	msg := text(t, b, `.flash`)
+	if msg != "2 jobs requeued." || s.status(s.failed[0]) != "pending" || s.status(s.failed[1]) != "pending" || s.status(s.failed[2]) != "failed" {
+		t.Errorf("after requeueing two: %q, states %s %s %s", msg, s.status(s.failed[0]), s.status(s.failed[1]), s.status(s.failed[2]))
+	}
+
+	// With JavaScript off, requeue is a plain form POST.
+	if err := call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "javascript off", chromedp.Navigate(s.console+"dlq"),
+		chromedp.WaitReady(chromedp.CSS(`tr[data-job-id="`+s.failed[2]+`"] .requeue-one`)),
+		chromedp.Click(chromedp.CSS(`tr[data-job-id="`+s.failed[2]+`"] .requeue-one`)), chromedp.WaitReady(chromedp.CSS(`.flash`)))
+	html := get(t, b, "flash without js", chromedp.OuterHTML(chromedp.CSS(`.flash`)))
+	if err := call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(html, "1 job requeued.") || s.status(s.failed[2]) != "pending" {
+		t.Errorf("requeue without JavaScript: %q, state %s", html, s.status(s.failed[2]))
+	}
+
+	// A POST from another origin is refused, though the cookie goes along
+	// (127.0.0.1 on another port is the same site, so SameSite lets it).
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><form id=f method=post action="%sdlq/%s/requeue"></form><script>document.getElementById("f").submit()</script>`, s.console, s.failed[3])
+	}))
+	t.Cleanup(evil.Close)
+	b.do(t, "cross-origin POST", chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS(`#error-message`)))
+	msg = text(t, b, `#error-message`)
+	if !strings.Contains(msg, "cross-origin") || s.status(s.failed[3]) != "failed" {
+		t.Errorf("cross-origin POST: page says %q, job %s", msg, s.status(s.failed[3]))
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		t.Errorf("browser: %s", p)
+	}
+	for _, u := range b.urls {
+		if !strings.HasPrefix(u, s.proxy.URL+"/") && !strings.HasPrefix(u, evil.URL+"/") {
+			t.Errorf("the browser asked another origin: %s", u)
+		}
+	}
+	if !slices.ContainsFunc(b.urls, func(u string) bool { return strings.Contains(u, "/static/htmx-") }) {
+		t.Errorf("htmx was never loaded")
+	}
+}
+
+func slogFor(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}

@@ -1,0 +1,438 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// Page is what every template gets.
+type Page struct {
+	Title  string
+	Nav    string // the menu entry to highlight
+	Root   string // relative path to the console's root: "./", "../", ...
+	Nonce  string // the CSP nonce of this answer
+	Actor  string // who is logged in ("" when auth is off)
+	Admin  bool   // show action controls
+	AuthOn bool
+	Flash  string
+	Data   any
+}
+
+// render executes page's template (or, for an htmx request that is not a
+// history restore, only its fragment when it has one).
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, p Page) {
+	p.Root, p.Nonce, p.AuthOn = rootOf(r), nonceOf(r), c.cfg.Authn != nil
+	pr := httpx.PrincipalFrom(r.Context())
+	p.Admin = pr.Has(auth.ScopeAdmin)
+	if p.AuthOn && pr.Kind != auth.KindAnonymous {
+		p.Actor = pr.Actor()
+	}
+	t := c.pages[page]
+	name := "layout"
+	if r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-History-Restore-Request") != "true" && t.Lookup("fragment") != nil {
+		name = "fragment"
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, name, p); err != nil {
+		c.cfg.Logger.ErrorContext(r.Context(), "render console page", "page", page, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// ---- Overview ----
+
+type overviewData struct {
+	Snap                  overview
+	States                []stateCount
+	Healthy, TotalWorkers int64
+}
+
+type stateCount struct {
+	State string
+	N     int64
+	Link  string
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/") { // /ui: relative links need /ui/
+		redirect(w, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]+"/")
+		return
+	}
+	snap, err := c.snap.get(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := overviewData{Snap: snap}
+	for _, st := range job.States {
+		d.States = append(d.States, stateCount{State: string(st), N: snap.Stats.Jobs[string(st)],
+			Link: rootOf(r) + "jobs?q=" + url.QueryEscape("state:"+string(st))})
+	}
+	for state, n := range snap.Stats.Workers {
+		d.TotalWorkers += n
+		if state == "available" || state == "busy" {
+			d.Healthy += n
+		}
+	}
+	c.render(w, r, http.StatusOK, "overview", Page{Title: "Overview", Nav: "overview", Data: d})
+}
+
+// ---- Jobs ----
+
+type jobsData struct {
+	Q        string
+	Error    string
+	Jobs     []wire.Job
+	NextURL  string // older jobs; "" on the last page
+	FirstURL string // the newest page; "" when on it
+}
+
+var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
+
+func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := jobsData{Q: q.Get("q")}
+	page := Page{Title: "Jobs", Nav: "jobs", Data: &d}
+	p, id, err := parseQuery(d.Q)
+	if err == nil {
+		if b := q.Get("before"); b != "" {
+			if p.Before, err = parseID(b); err != nil {
+				err = errors.New("before: not a job id")
+			}
+		}
+	}
+	if err != nil {
+		d.Error = err.Error()
+		c.render(w, r, http.StatusBadRequest, "jobs", page)
+		return
+	}
+	base := rootOf(r) + "jobs?q=" + url.QueryEscape(d.Q)
+	if p.Before > 0 {
+		d.FirstURL = base
+	}
+	if id > 0 { // id: one job, if it also matches the other filters
+		j, err := c.svc.JobGet(r.Context(), id)
+		switch {
+		case errors.Is(err, job.ErrNotFound):
+		case err != nil:
+			c.fail(w, r, err)
+			return
+		case matches(j, p.State, p.Name, p.Queue) && (p.Before == 0 || id < p.Before):
+			d.Jobs = []wire.Job{j}
+		}
+		c.render(w, r, http.StatusOK, "jobs", page)
+		return
+	}
+	p.Limit = pageSize
+	resp, err := c.svc.JobList(r.Context(), p)
+	var he *httpx.Error
+	if errors.As(err, &he) && he.Status == http.StatusBadRequest {
+		d.Error = he.Message
+		c.render(w, r, http.StatusBadRequest, "jobs", page)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Jobs = resp.Jobs
+	if resp.NextCursor != nil {
+		d.NextURL = base + "&before=" + *resp.NextCursor
+	}
+	c.render(w, r, http.StatusOK, "jobs", page)
+}
+
+func matches(j wire.Job, state job.State, name, queue string) bool {
+	return (state == "" || j.Status == string(state)) && (name == "" || j.Name == name) && (queue == "" || j.Queue == queue)
+}
+
+// ---- Job ----
+
+type jobData struct {
+	Job             wire.Job
+	Payload, Result jsonBody
+	Attempts        []wire.AttemptError
+}
+
+func (c *Console) job(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	j, err := c.svc.JobGet(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := jobData{Job: j, Payload: showJSON(j.Payload), Result: showJSON(j.Result), Attempts: j.Errors}
+	c.render(w, r, http.StatusOK, "job", Page{Title: "Job " + j.JobID, Nav: "jobs", Flash: flash(r), Data: d})
+}
+
+// download serves a job's payload or result as a file: the way to see
+// one too large to show inline.
+func (c *Console) download(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	j, err := c.svc.JobGet(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	part := chi.URLParam(r, "part")
+	body := j.Payload
+	if part == "result" {
+		body = j.Result
+	}
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Disposition", `attachment; filename="job-`+j.JobID+`-`+part+`.json"`)
+	_, _ = w.Write(body)
+}
+
+// ---- Dead letters ----
+
+type deadData struct {
+	Jobs     []wire.DLQJob
+	NextURL  string
+	FirstURL string
+}
+
+func (c *Console) dead(w http.ResponseWriter, r *http.Request) {
+	cursor := r.URL.Query().Get("cursor")
+	resp, err := c.svc.DeadList(r.Context(), pageSize, cursor)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := deadData{Jobs: resp.Jobs}
+	if resp.NextCursor != nil {
+		d.NextURL = rootOf(r) + "dlq?cursor=" + url.QueryEscape(*resp.NextCursor)
+	}
+	if cursor != "" {
+		d.FirstURL = rootOf(r) + "dlq"
+	}
+	c.render(w, r, http.StatusOK, "dlq", Page{Title: "Dead letters", Nav: "dlq", Flash: flash(r), Data: d})
+}
+
+// requeueOne handles POST dlq/{id}/requeue, from the DLQ page or the
+// job's page (form field from=job): back there, saying what happened.
+func (c *Console) requeueOne(w http.ResponseWriter, r *http.Request) {
+	if err := requireAdmin(r); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	ok, failed := c.requeue(r.Context(), []int64{id})
+	back := "dlq"
+	if r.PostForm.Get("from") == "job" {
+		back = "jobs/" + strconv.FormatInt(id, 10)
+	}
+	redirect(w, rootOf(r)+back+outcome(ok, failed))
+}
+
+// requeueSelected handles POST dlq/requeue with the ids ticked (id=1&id=2).
+func (c *Console) requeueSelected(w http.ResponseWriter, r *http.Request) {
+	if err := requireAdmin(r); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	raw := r.PostForm["id"]
+	if len(raw) > maxRequeueIDs {
+		c.fail(w, r, httpx.InvalidField("id", "at most %d at once", maxRequeueIDs))
+		return
+	}
+	ids := make([]int64, 0, len(raw))
+	for _, s := range raw {
+		id, err := parseID(s)
+		if err != nil {
+			c.fail(w, r, httpx.InvalidField("id", "must be job ids"))
+			return
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ok, failed := c.requeue(r.Context(), slices.Compact(ids))
+	redirect(w, rootOf(r)+"dlq"+outcome(ok, failed))
+}
+
+// requeue requeues each job through the service (each audited on its own)
+// and counts the outcomes. A job no longer dead (requeued meanwhile) is a
+// failure, not an error of the whole request.
+func (c *Console) requeue(ctx context.Context, ids []int64) (ok, failed int) {
+	for _, id := range ids {
+		if _, err := c.svc.DeadRequeue(ctx, id); err != nil {
+			if status, _ := httpx.Classify(err); status >= 500 {
+				c.cfg.Logger.ErrorContext(ctx, "console requeue", "job_id", id, "error", err)
+			}
+			failed++
+			continue
+		}
+		ok++
+	}
+	return ok, failed
+}
+
+func outcome(ok, failed int) string {
+	return "?requeued=" + strconv.Itoa(ok) + "&failed=" + strconv.Itoa(failed)
+}
+
+// flash says what the last action did, from the numbers its redirect
+// carries (numbers only: nothing from the URL is shown as is).
+func flash(r *http.Request) string {
+	q := r.URL.Query()
+	if !q.Has("requeued") {
+		return ""
+	}
+	ok, _ := strconv.Atoi(q.Get("requeued"))
+	failed, _ := strconv.Atoi(q.Get("failed"))
+	switch {
+	case ok == 0 && failed == 0:
+		return "Nothing was selected."
+	case failed == 0:
+		return plural(ok, "job") + " requeued."
+	default:
+		return plural(ok, "job") + " requeued; " + plural(failed, "job") + " could not be (no longer dead, or gone)."
+	}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// ---- login ----
+
+type loginData struct {
+	Error string
+	Next  string
+}
+
+// nextPage accepts only a place inside the console as a login's next.
+var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq)?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
+
+func safeNext(s string) string {
+	if !nextPage.MatchString(s) {
+		return ""
+	}
+	return s
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Authn == nil {
+		redirect(w, rootOf(r))
+		return
+	}
+	c.render(w, r, http.StatusOK, "login", Page{Title: "Log in", Data: loginData{Next: safeNext(r.URL.Query().Get("next"))}})
+}
+
+// login checks the token as the API would and keeps it in an HttpOnly,
+// SameSite=Strict cookie (Secure under TLS). Failed logins count against
+// the address's budget of failed authentications.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Authn == nil {
+		redirect(w, rootOf(r))
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	again := func(status int, msg string) {
+		c.render(w, r, status, "login", Page{Title: "Log in", Data: loginData{Error: msg, Next: next}})
+	}
+	failKey := "fail:" + httpx.ClientIP(r)
+	if c.cfg.Failures != nil {
+		if wait, blocked := c.cfg.Failures.Blocked(failKey); blocked {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+			again(http.StatusTooManyRequests, "Too many failed logins from this address; wait a little.")
+			return
+		}
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	p, err := c.cfg.Authn.Verify(r.Context(), "Bearer "+token)
+	var ae *auth.Error
+	switch {
+	case errors.As(err, &ae):
+		if c.cfg.Failures != nil {
+			c.cfg.Failures.Allow(failKey)
+		}
+		again(http.StatusUnauthorized, "This token was refused: "+ae.Reason+".")
+		return
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	case !p.Has(auth.ScopeRead):
+		again(http.StatusForbidden, "This token lacks the read scope the console needs.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: token, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	redirect(w, rootOf(r)+next)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	clearCookie(w, r)
+	redirect(w, rootOf(r)+"login")
+}
+
+// ---- helpers ----
+
+// pathID parses the {id} route parameter as the API does.
+func pathID(r *http.Request) (int64, error) {
+	id, err := parseID(chi.URLParam(r, "id"))
+	if err != nil {
+		return 0, httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidID, "job id must be a positive integer")
+	}
+	return id, nil
+}
+
+func parseID(s string) (int64, error) {
+	if !digits.MatchString(s) {
+		return 0, errors.New("not a positive integer")
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errors.New("not a positive integer")
+	}
+	return id, nil
+}

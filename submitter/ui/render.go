@@ -1,0 +1,115 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"time"
+)
+
+// pageNames are the templates/<name>.html files, each rendered inside
+// templates/layout.html.
+var pageNames = []string{"overview", "jobs", "job", "dlq", "login", "error"}
+
+var funcs = template.FuncMap{
+	"short": truncate,
+	"when": func(v any) string {
+		var t time.Time
+		switch v := v.(type) {
+		case time.Time:
+			t = v
+		case *time.Time:
+			if v != nil {
+				t = *v
+			}
+		}
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+	},
+	"ago": func(t time.Time) string { return t.UTC().Format("15:04:05 UTC") },
+	"deref": func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	},
+	"quoteq":   func(key, val string) string { return key + ":" + fmt.Sprintf("%q", val) },
+	"htmxFile": func() string { return HTMXFile },
+	"dict": func(kv ...any) map[string]any {
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	},
+}
+
+func parseTemplates() (map[string]*template.Template, error) {
+	base, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("parse layout: %w", err)
+	}
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("parse page %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// jsonBody is a payload or result as the Job page shows it.
+type jsonBody struct {
+	Size    int
+	Text    string // indented, or compact when too deep; "" when Large
+	Large   bool   // over maxInlineBytes: offered as a download instead
+	Compact bool   // nested deeper than maxPrettyDepth: shown as stored
+}
+
+func showJSON(raw json.RawMessage) jsonBody {
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	b := jsonBody{Size: len(raw)}
+	switch {
+	case len(raw) > maxInlineBytes:
+		b.Large = true
+	case depth(raw) > maxPrettyDepth:
+		b.Compact, b.Text = true, string(raw)
+	default:
+		var out bytes.Buffer
+		if err := json.Indent(&out, raw, "", "  "); err != nil {
+			b.Text = string(raw)
+		} else {
+			b.Text = out.String()
+		}
+	}
+	return b
+}
+
+// depth is how deep arrays and objects nest in raw (valid JSON).
+func depth(raw []byte) int {
+	d, most, inStr, esc := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '[' || c == '{':
+			d++
+			most = max(most, d)
+		case c == ']' || c == '}':
+			d--
+		}
+	}
+	return most
+}

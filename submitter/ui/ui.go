@@ -1,0 +1,363 @@
+// Package ui is the operations console: HTML pages served by the
+// submitter (under Config.UIBasePath, /ui by default) to look at jobs and
+// the dead-letter queue and to requeue dead jobs.
+//
+// Why it is shaped this way: pages are rendered on the server with
+// html/template, so every value shown is escaped by the template engine,
+// and every page is a plain URL that holds its filters (deep links and the
+// back button work, and so does the console with JavaScript off). htmx
+// (vendored, embedded, never fetched from another origin) only swaps the
+// results of a search or a page in place and pushes the URL. Every action
+// is a <form method=post>. The handlers call the same service as the JSON
+// API (the Service interface, implemented by package submitter), so
+// validation, store error counting and the audit log are the API's.
+//
+// Links are relative (Page.Root is "./", "../" or "../../"), so the
+// console works under any base path and behind a proxy that adds or
+// strips a prefix; no handler needs to know where it is mounted.
+//
+// What must stay true:
+//   - No template output bypasses html/template's escaping (no
+//     template.HTML built from data).
+//   - Every answer carries the security headers (CSP with a per-answer
+//     nonce, X-Frame-Options DENY, nosniff, no-store); htmx runs with eval,
+//     script tags and its inline styles off, so the CSP needs no
+//     'unsafe-*'.
+//   - Every POST passes http.CrossOriginProtection; every action checks
+//     the admin scope itself (the read scope sees no controls, and its
+//     forged POSTs get 403), and goes through Service, which audits it
+//     with the acting principal.
+//   - The login cookie holds the token, HttpOnly and SameSite=Strict (and
+//     Secure under TLS); it is never logged or shown.
+package ui
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// Service is what the console reads and changes, the service layer the
+// JSON API's handlers call too. Errors are the API's (*httpx.Error, the
+// job sentinels): httpx.Classify tells their status and message. Actions
+// read the acting principal from ctx (httpx.WithPrincipal) for the audit
+// log.
+type Service interface {
+	Stats(ctx context.Context) (wire.StatsResponse, error)
+	Leader(ctx context.Context) (id string, epoch int64, err error)
+	JobGet(ctx context.Context, id int64) (wire.Job, error)
+	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
+	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
+	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)
+}
+
+// Config configures the console.
+type Config struct {
+	// Authn checks the token a user logs in with (an API key or a JWT, as
+	// on the API). Default nil: auth is off, no login, every visitor acts
+	// as anonymous with every scope (allowed on loopback only, as the API).
+	Authn httpx.Authenticator
+	// Failures limits failed logins per client address (the API's limiter
+	// of failed authentications). Default nil: no limit.
+	Failures *httpx.RateLimiter
+	// StatsInterval is how old the Overview's counts may be: they are read
+	// at most once per interval, whatever the number of viewers. Default
+	// DefaultStatsInterval (2s).
+	StatsInterval time.Duration
+	// Logger receives the errors behind 5xx pages. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultStatsInterval is Config.StatsInterval's default.
+const DefaultStatsInterval = 2 * time.Second
+
+// The vendored scripts (static/), from npm: scripts/vendor-htmx.sh fetches
+// them, TestVendoredScripts checks their version and SHA-256.
+const (
+	HTMXVersion    = "2.0.11"
+	HTMXFile       = "htmx-" + HTMXVersion + ".min.js"
+	HTMXSSEVersion = "2.2.4"
+	HTMXSSEFile    = "htmx-ext-sse-" + HTMXSSEVersion + ".min.js"
+)
+
+// cookieName holds the token of a logged-in user.
+const cookieName = "dts_console"
+
+// Limits of form bodies and of one page.
+const (
+	maxFormBytes   = 64 << 10
+	pageSize       = 50
+	maxRequeueIDs  = 1000
+	maxInlineBytes = 256 << 10 // larger payloads and results are a download
+	maxPrettyDepth = 32        // deeper JSON is shown compact, as stored
+	maxQueryLen    = 1000
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Console is the console's HTTP handler.
+type Console struct {
+	svc     Service
+	cfg     Config
+	pages   map[string]*template.Template
+	snap    *snapshot
+	handler http.Handler
+}
+
+// New builds the console over svc.
+func New(svc Service, cfg Config) (*Console, error) {
+	if cfg.StatsInterval <= 0 {
+		cfg.StatsInterval = DefaultStatsInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Logger = cfg.Logger.With("component", "console")
+	pages, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{svc: svc, cfg: cfg, pages: pages, snap: newSnapshot(svc, cfg.StatsInterval, time.Now)}
+	c.handler = c.routes()
+	return c, nil
+}
+
+// ServeHTTP serves the console. Mount it under a base path (chi's Mount
+// strips nothing: links are relative to the page).
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+func (c *Console) routes() http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, httpx.Errorf(http.StatusNotFound, wire.CodeRouteNotFound, "no such page"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, httpx.Errorf(http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "method not allowed"))
+	})
+	r.Get("/static/{file}", serveStatic)
+	r.Get("/login", c.loginPage)
+	r.Post("/login", c.login)
+	r.Post("/logout", c.logout)
+	r.Group(func(r chi.Router) {
+		r.Use(c.authenticate)
+		r.Get("/", c.overview)
+		r.Get("/jobs", c.jobs)
+		r.Get("/jobs/{id}", c.job)
+		r.Get("/jobs/{id}/{part:payload|result}", c.download)
+		r.Get("/dlq", c.dead)
+		r.Post("/dlq/requeue", c.requeueSelected)
+		r.Post("/dlq/{id}/requeue", c.requeueOne)
+	})
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, httpx.Errorf(http.StatusForbidden, wire.CodeForbidden, "cross-origin request refused"))
+	}))
+	return c.relative(c.secure(cop.Handler(r)))
+}
+
+type ctxKey int
+
+const (
+	rootKey ctxKey = iota
+	nonceKey
+)
+
+// relative records the page's way back to the console's root ("./",
+// "../", ...), from the path inside the mount point (chi's RoutePath when
+// mounted, the URL path otherwise).
+func (c *Console) relative(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+			p = rctx.RoutePath
+		}
+		root := "./"
+		if n := strings.Count(p, "/"); n > 1 {
+			root = strings.Repeat("../", n-1)
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), rootKey, root)))
+	})
+}
+
+func rootOf(r *http.Request) string {
+	if s, ok := r.Context().Value(rootKey).(string); ok {
+		return s
+	}
+	return "./"
+}
+
+func nonceOf(r *http.Request) string {
+	s, _ := r.Context().Value(nonceKey).(string)
+	return s
+}
+
+// secure sets the security headers of every answer, with a fresh CSP
+// nonce for the page's script and style tags.
+func (c *Console) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b) // never fails (crypto/rand)
+		nonce := base64.RawURLEncoding.EncodeToString(b)
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'nonce-"+nonce+"'; style-src 'self' 'nonce-"+nonce+
+			"'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Vary", "HX-Request, Cookie")
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nonceKey, nonce)))
+	})
+}
+
+// serveStatic serves the embedded files of static/.
+func serveStatic(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "file")
+	b, err := fs.ReadFile(staticFS, "static/"+name)
+	if err != nil || strings.HasPrefix(name, "LICENSE") {
+		http.NotFound(w, r)
+		return
+	}
+	ct := "application/octet-stream"
+	switch {
+	case strings.HasSuffix(name, ".js"):
+		ct = "text/javascript; charset=utf-8"
+	case strings.HasSuffix(name, ".css"):
+		ct = "text/css; charset=utf-8"
+	case strings.HasSuffix(name, ".svg"):
+		ct = "image/svg+xml"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(b)
+}
+
+// authenticate reads the login cookie and checks its token as the API
+// checks a bearer token. Without a good one, a page asks for a login
+// (keeping where the user was going); a POST is refused. With auth off,
+// every visitor is anonymous, with every scope.
+func (c *Console) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.cfg.Authn == nil {
+			next.ServeHTTP(w, r.WithContext(httpx.WithPrincipal(r.Context(), auth.Anonymous)))
+			return
+		}
+		var p auth.Principal
+		err := &auth.Error{Reason: "not logged in"}
+		var verr error
+		if ck, cerr := r.Cookie(cookieName); cerr == nil && ck.Value != "" {
+			p, verr = c.cfg.Authn.Verify(r.Context(), "Bearer "+ck.Value)
+			var ae *auth.Error
+			switch {
+			case errors.As(verr, &ae):
+				err = ae
+				clearCookie(w, r)
+			case verr != nil:
+				c.fail(w, r, verr)
+				return
+			default:
+				err = nil
+			}
+		}
+		if err != nil {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				c.fail(w, r, httpx.Errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "log in first"))
+				return
+			}
+			redirect(w, rootOf(r)+"login?next="+url.QueryEscape(here(r)))
+			return
+		}
+		if !p.Has(auth.ScopeRead) {
+			c.fail(w, r, httpx.Errorf(http.StatusForbidden, wire.CodeForbidden, "the console needs the read scope; this token has: %s", strings.Join(p.Scopes, ", ")))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(httpx.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// here is the request's place inside the console ("jobs?q=..."), for
+// coming back after a login.
+func here(r *http.Request) string {
+	p := r.URL.Path
+	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+		p = rctx.RoutePath
+	}
+	p = strings.TrimPrefix(p, "/")
+	if r.URL.RawQuery != "" {
+		p += "?" + r.URL.RawQuery
+	}
+	return p
+}
+
+// redirect answers 303 with a relative Location, which the browser
+// resolves against the URL it asked for (so a proxy's prefix is kept).
+// http.Redirect would make it absolute from the path the server saw.
+func redirect(w http.ResponseWriter, loc string) {
+	w.Header().Set("Location", loc)
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+func clearCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+}
+
+// fail renders err as an error page with its status, as httpx.Classify
+// maps it; a 5xx's cause goes to the log only.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := httpx.Classify(err)
+	if status >= 500 {
+		c.cfg.Logger.ErrorContext(r.Context(), "console page failed", "path", r.URL.Path, "code", body.Code, "error", err)
+	}
+	if body.Code == wire.CodeStoreUnavailable {
+		w.Header().Set("Retry-After", httpx.StoreRetryAfter)
+	}
+	c.render(w, r, status, "error", Page{Title: http.StatusText(status), Data: errorData{Status: status, Code: body.Code, Message: body.Message}})
+}
+
+type errorData struct {
+	Status        int
+	Code, Message string
+}
+
+// requireAdmin refuses an action to a principal without the admin scope.
+func requireAdmin(r *http.Request) error {
+	p := httpx.PrincipalFrom(r.Context())
+	if !p.Has(auth.ScopeAdmin) {
+		return httpx.Errorf(http.StatusForbidden, wire.CodeForbidden, "this action needs the admin scope; you have: %s", strings.Join(p.Scopes, ", "))
+	}
+	return nil
+}
+
+// parseForm reads a POST form of at most maxFormBytes.
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidField, "form: %v", err)
+	}
+	return nil
+}

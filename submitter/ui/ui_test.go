@@ -1,0 +1,474 @@
+package ui
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// hostile goes into every string a page shows.
+const hostile = `<script>alert(1)</script>"'><img src=x onerror=alert(2)>`
+
+// fakeService serves fixtures; the real one (package submitter) is driven
+// by the browser tests against PostgreSQL.
+type fakeService struct {
+	mu       sync.Mutex
+	jobs     map[int64]wire.Job
+	stats    atomic.Int64
+	requeued []int64
+	lists    []store.JobListParams
+}
+
+func newFake() *fakeService {
+	long := strings.Repeat("x", 5000)
+	deep := strings.Repeat("[", 900) + strings.Repeat("]", 900)
+	big := `"` + strings.Repeat("b", maxInlineBytes+10) + `"`
+	errText := hostile + long
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f := &fakeService{jobs: map[int64]wire.Job{}}
+	add := func(id int64, status string, payload string) {
+		f.jobs[id] = wire.Job{JobID: itoa(id), Name: hostile + long[:100], Queue: "q.x:-_", Payload: json.RawMessage(payload),
+			Status: status, Attempts: 2, MaxRetries: 1, LastError: &errText, WorkerID: &errText, CreatedAt: t0, NextRunAt: &t0,
+			Errors: []wire.AttemptError{{Attempt: 1, Error: errText, Reason: "job_error", WorkerID: hostile, At: t0}}}
+	}
+	add(1, "failed", `{"html":"`+strings.ReplaceAll(hostile, `"`, `\"`)+`","n":[1,2,{"k":null}]}`)
+	add(2, "failed", deep)
+	add(3, "completed", big)
+	add(4, "pending", `null`)
+	return f
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func (f *fakeService) Stats(context.Context) (wire.StatsResponse, error) {
+	f.stats.Add(1)
+	return wire.StatsResponse{Jobs: map[string]int64{"pending": 1, "failed": 2, "completed": 1, "leased": 0, "retrying": 0, "canceled": 0},
+		DLQDepth: 2, Workers: map[string]int64{"available": 1, "busy": 1, "unavailable": 3, "draining": 0}}, nil
+}
+
+func (f *fakeService) Leader(context.Context) (string, int64, error) { return hostile, 7, nil }
+
+func (f *fakeService) JobGet(_ context.Context, id int64) (wire.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return wire.Job{}, job.ErrNotFound
+	}
+	return j, nil
+}
+
+func (f *fakeService) JobList(_ context.Context, p store.JobListParams) (wire.JobListResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists = append(f.lists, p)
+	var out wire.JobListResponse
+	for id := int64(4); id >= 1; id-- {
+		if j := f.jobs[id]; (p.Before == 0 || id < p.Before) && matches(j, p.State, p.Name, p.Queue) {
+			out.Jobs = append(out.Jobs, j)
+		}
+	}
+	if len(out.Jobs) > 2 {
+		out.Jobs = out.Jobs[:2]
+		c := out.Jobs[1].JobID
+		out.NextCursor = &c
+	}
+	return out, nil
+}
+
+func (f *fakeService) DeadList(context.Context, int, string) (wire.DLQResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out wire.DLQResponse
+	for _, id := range []int64{1, 2} {
+		out.Jobs = append(out.Jobs, wire.DLQJob{Job: f.jobs[id], Reason: hostile})
+	}
+	c := "123-1"
+	out.NextCursor = &c
+	return out, nil
+}
+
+func (f *fakeService) DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.jobs[id].Status != "failed" {
+		return wire.SubmitResponse{}, job.ErrConflict
+	}
+	f.requeued = append(f.requeued, id)
+	return wire.SubmitResponse{JobID: itoa(id), Status: "pending"}, nil
+}
+
+// tokens is an Authenticator over fixed tokens.
+type tokens map[string]auth.Principal
+
+func (t tokens) Verify(_ context.Context, h string) (auth.Principal, error) {
+	if p, ok := t[strings.TrimPrefix(h, "Bearer ")]; ok {
+		return p, nil
+	}
+	return auth.Principal{}, &auth.Error{Reason: "unknown token"}
+}
+
+var testTokens = tokens{
+	"admin": {Kind: auth.KindAPIKey, ID: "1", Name: hostile, Scopes: []string{auth.ScopeAdmin}},
+	"read":  {Kind: auth.KindAPIKey, ID: "2", Name: "viewer", Scopes: []string{auth.ScopeRead}},
+	"sub":   {Kind: auth.KindAPIKey, ID: "3", Name: "submitter", Scopes: []string{auth.ScopeSubmit}},
+}
+
+func newConsole(t *testing.T, authn bool) (*Console, *fakeService) {
+	t.Helper()
+	f := newFake()
+	cfg := Config{}
+	if authn {
+		cfg.Authn = testTokens
+	}
+	c, err := New(f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, f
+}
+
+// get serves one request; token "" sends no cookie. Headers in pairs.
+func serve(c *Console, method, target, token string, form url.Values, headers ...string) *httptest.ResponseRecorder {
+	var body *strings.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	} else {
+		body = strings.NewReader("")
+	}
+	r := httptest.NewRequest(method, target, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if token != "" {
+		r.AddCookie(&http.Cookie{Name: cookieName, Value: token})
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Set(headers[i], headers[i+1])
+	}
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, r)
+	return w
+}
+
+var nonceAttr = regexp.MustCompile(`nonce="([^"]+)"`)
+
+// checkPage: the security headers are there, the nonce of the page's tags
+// is the CSP's, no hostile string came out unescaped, and the only script
+// is the vendored htmx.
+func checkPage(t *testing.T, name string, w *httptest.ResponseRecorder, wantStatus int) string {
+	t.Helper()
+	body := w.Body.String()
+	if w.Code != wantStatus {
+		t.Fatalf("%s: status %d, want %d\n%.2000s", name, w.Code, wantStatus, body)
+	}
+	h := w.Header()
+	csp := h.Get("Content-Security-Policy")
+	for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"} {
+		if h.Get(k) != want {
+			t.Errorf("%s: %s = %q, want %q", name, k, h.Get(k), want)
+		}
+	}
+	if !strings.HasPrefix(csp, "default-src 'self';") || strings.Contains(csp, "unsafe") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("%s: CSP %q", name, csp)
+	}
+	if !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+		t.Errorf("%s: Content-Type %q", name, h.Get("Content-Type"))
+	}
+	for _, m := range nonceAttr.FindAllStringSubmatch(body, -1) {
+		if !strings.Contains(csp, "'nonce-"+m[1]+"'") {
+			t.Errorf("%s: nonce %q is not the CSP's: %s", name, m[1], csp)
+		}
+	}
+	for _, bad := range []string{"<script>alert", "<img"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("%s: %q came out unescaped", name, bad)
+		}
+	}
+	if n := strings.Count(body, "<script"); strings.Contains(body, "<html") && (n != 1 || !strings.Contains(body, `static/`+HTMXFile+`" nonce=`)) {
+		t.Errorf("%s: %d script tags, want the vendored htmx only", name, n)
+	}
+	return body
+}
+
+// TestPagesRender renders every template with fixtures full of hostile
+// strings, very long ones and deep JSON, as admin, read only and with
+// auth off.
+func TestPagesRender(t *testing.T) {
+	t.Parallel()
+	c, _ := newConsole(t, true)
+	off, _ := newConsole(t, false)
+	for _, tc := range []struct {
+		name, target, token string
+		authOff             bool
+		status              int
+		want, wantNot       []string
+		headers             []string
+	}{
+		{name: "overview", target: "/", token: "admin", status: 200,
+			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`}},
+		{name: "overview read only", target: "/", token: "read", status: 200, want: []string{"read only", "Log out"}},
+		{name: "overview auth off", target: "/", authOff: true, status: 200, wantNot: []string{"Log out"}},
+		{name: "jobs", target: "/jobs", token: "admin", status: 200,
+			want: []string{`data-job-id="4"`, `data-job-id="3"`, `id="older"`, `href="./jobs?q=&amp;before=3"`, "hx-push-url"}},
+		{name: "jobs filtered", target: "/jobs?q=" + url.QueryEscape("state:failed name:"+strconv.Quote(hostile)), token: "read", status: 200,
+			want: []string{"No jobs match."}},
+		{name: "jobs bad query", target: "/jobs?q=" + url.QueryEscape("colour:red "+hostile), token: "read", status: 400,
+			want: []string{"unknown qualifier"}},
+		{name: "jobs by id", target: "/jobs?q=id:2", token: "read", status: 200, want: []string{`data-job-id="2"`}, wantNot: []string{`data-job-id="1"`}},
+		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
+			want: []string{`<div id="results">`}, wantNot: []string{"<html", "<form"}},
+		{name: "jobs history restore", target: "/jobs", token: "read", status: 200,
+			headers: []string{"HX-Request", "true", "HX-History-Restore-Request", "true"}, want: []string{"<html"}},
+		{name: "job", target: "/jobs/1", token: "admin", status: 200,
+			want: []string{`id="requeue"`, `action="../dlq/1/requeue"`, "&lt;script&gt;", `&#34;n&#34;: [`, "job_error", `src="../static/` + HTMXFile}},
+		{name: "job read only", target: "/jobs/1", token: "read", status: 200, wantNot: []string{`id="requeue"`, "<button type=\"submit\" id"}},
+		{name: "job deep json", target: "/jobs/2", token: "read", status: 200, want: []string{"nested too deep to indent"}},
+		{name: "job large payload", target: "/jobs/3", token: "read", status: 200,
+			want: []string{`href="../jobs/3/payload"`, "too large to show here"}, wantNot: []string{"bbbbbbbbbbbbbbbbbbbbbbbbb"}},
+		{name: "job unknown", target: "/jobs/99", token: "read", status: 404, want: []string{"error-message"}},
+		{name: "job bad id", target: "/jobs/x1", token: "read", status: 400},
+		{name: "dlq admin", target: "/dlq", token: "admin", status: 200,
+			want: []string{`name="id" value="1"`, `formaction="./dlq/2/requeue"`, `id="requeue-selected"`, `href="./dlq?cursor=123-1"`}},
+		{name: "dlq read only", target: "/dlq", token: "read", status: 200, wantNot: []string{"Requeue", "checkbox", "dlq/requeue"}},
+		{name: "dlq flash", target: "/dlq?requeued=2&failed=1", token: "admin", status: 200, want: []string{"2 jobs requeued; 1 job could not be"}},
+		{name: "login", target: "/login?next=" + url.QueryEscape("jobs?q=state%3Afailed"), status: 200,
+			want: []string{`name="next" value="jobs?q=state%3Afailed"`, `type="password"`}},
+		{name: "login bad next", target: "/login?next=" + url.QueryEscape("//evil.example/"), status: 200, want: []string{`name="next" value=""`}},
+		{name: "not found", target: "/nope/" + url.PathEscape(hostile), token: "read", status: 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			con := c
+			if tc.authOff {
+				con = off
+			}
+			body := checkPage(t, tc.name, serve(con, "GET", tc.target, tc.token, nil, tc.headers...), tc.status)
+			for _, s := range tc.want {
+				if !strings.Contains(body, s) {
+					t.Errorf("lacks %q\n%.3000s", s, body)
+				}
+			}
+			for _, s := range tc.wantNot {
+				if strings.Contains(body, s) {
+					t.Errorf("has %q", s)
+				}
+			}
+		})
+	}
+}
+
+func TestLoginAndScopes(t *testing.T) {
+	t.Parallel()
+	c, f := newConsole(t, true)
+
+	// Not logged in: pages send to the login, keeping the deep link.
+	w := serve(c, "GET", "/jobs?q=state:failed", "", nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "./login?next="+url.QueryEscape("jobs?q=state:failed") {
+		t.Errorf("anonymous page: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	if w := serve(c, "GET", "/jobs/5", "bogus", nil); w.Code != http.StatusSeeOther || !strings.HasPrefix(w.Header().Get("Location"), "../login?next=jobs%2F5") {
+		t.Errorf("bad cookie: %d %q", w.Code, w.Header().Get("Location"))
+	}
+
+	// A bad token is refused; a token without read too.
+	checkPage(t, "bad login", serve(c, "POST", "/login", "", url.Values{"token": {"nope"}}), http.StatusUnauthorized)
+	checkPage(t, "submit-only login", serve(c, "POST", "/login", "", url.Values{"token": {"sub"}}), http.StatusForbidden)
+	checkPage(t, "submit-only cookie", serve(c, "GET", "/", "sub", nil), http.StatusForbidden)
+
+	// A good one sets the cookie and goes where the user was going.
+	w = serve(c, "POST", "/login", "", url.Values{"token": {"read"}, "next": {"jobs?q=state%3Afailed"}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "./jobs?q=state%3Afailed" {
+		t.Fatalf("login: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	ck := w.Result().Cookies()
+	if len(ck) != 1 || ck[0].Value != "read" || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Secure {
+		t.Errorf("cookie %+v", ck)
+	}
+	// Under TLS the cookie is Secure.
+	r := httptest.NewRequest("POST", "/login", strings.NewReader("token=admin"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.TLS = &tls.ConnectionState{}
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, r)
+	if ck := rec.Result().Cookies(); len(ck) != 1 || !ck[0].Secure {
+		t.Errorf("cookie under TLS %+v", ck)
+	}
+	// A next outside the console is dropped.
+	if w := serve(c, "POST", "/login", "", url.Values{"token": {"read"}, "next": {"https://evil.example/"}}); w.Header().Get("Location") != "./" {
+		t.Errorf("next outside: %q", w.Header().Get("Location"))
+	}
+
+	// The read scope's forged POSTs get 403 and change nothing.
+	for _, target := range []string{"/dlq/1/requeue", "/dlq/requeue"} {
+		checkPage(t, "forged "+target, serve(c, "POST", target, "read", url.Values{"id": {"1"}}), http.StatusForbidden)
+	}
+	// No cookie: 401, not a redirect.
+	checkPage(t, "anonymous POST", serve(c, "POST", "/dlq/requeue", "", url.Values{"id": {"1"}}), http.StatusUnauthorized)
+	// Cross-origin POSTs are refused, even with an admin cookie.
+	checkPage(t, "cross-site", serve(c, "POST", "/dlq/1/requeue", "admin", url.Values{}, "Sec-Fetch-Site", "cross-site"), http.StatusForbidden)
+	checkPage(t, "other origin", serve(c, "POST", "/dlq/1/requeue", "admin", url.Values{}, "Origin", "http://evil.example"), http.StatusForbidden)
+	if len(f.requeued) != 0 {
+		t.Fatalf("requeued %v by refused requests", f.requeued)
+	}
+
+	// admin acts: one, from the job's page, then a selection.
+	w = serve(c, "POST", "/dlq/1/requeue", "admin", url.Values{"from": {"job"}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../../jobs/1?requeued=1&failed=0" {
+		t.Errorf("requeue one: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	w = serve(c, "POST", "/dlq/requeue", "admin", url.Values{"id": {"2", "4", "2"}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../dlq?requeued=1&failed=1" {
+		t.Errorf("requeue selected: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	if got := f.requeued; len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Errorf("requeued %v, want [1 2]", got)
+	}
+	checkPage(t, "bad ids", serve(c, "POST", "/dlq/requeue", "admin", url.Values{"id": {"1", "x"}}), http.StatusBadRequest)
+
+	// Logout clears the cookie.
+	w = serve(c, "POST", "/logout", "admin", url.Values{})
+	if ck := w.Result().Cookies(); w.Code != http.StatusSeeOther || len(ck) != 1 || ck[0].MaxAge >= 0 {
+		t.Errorf("logout: %d %+v", w.Code, ck)
+	}
+}
+
+func TestDownload(t *testing.T) {
+	t.Parallel()
+	c, _ := newConsole(t, false)
+	w := serve(c, "GET", "/jobs/3/payload", "", nil)
+	if w.Code != 200 || w.Header().Get("Content-Disposition") != `attachment; filename="job-3-payload.json"` ||
+		w.Header().Get("Content-Type") != "application/json" || w.Body.Len() != maxInlineBytes+12 {
+		t.Errorf("download: %d %v, %d bytes", w.Code, w.Header(), w.Body.Len())
+	}
+	if w := serve(c, "GET", "/jobs/3/other", "", nil); w.Code != 404 {
+		t.Errorf("other part: %d", w.Code)
+	}
+}
+
+// TestRootRedirect: the console's root without its slash goes to it,
+// relatively.
+func TestRootRedirect(t *testing.T) {
+	t.Parallel()
+	c, _ := newConsole(t, false)
+	parent := chi.NewRouter()
+	parent.Mount("/console", c)
+	w := httptest.NewRecorder()
+	parent.ServeHTTP(w, httptest.NewRequest("GET", "/console", nil))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "console/" {
+		t.Errorf("%d %q", w.Code, w.Header().Get("Location"))
+	}
+}
+
+// TestSnapshotShared: concurrent viewers share one read; the next read
+// comes once the interval has passed.
+func TestSnapshotShared(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	s := newSnapshot(f, 2*time.Second, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := s.get(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := f.stats.Load(); n != 1 {
+		t.Errorf("20 viewers made %d reads, want 1", n)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if _, err := s.get(t.Context()); err != nil || f.stats.Load() != 2 {
+		t.Errorf("after the interval: %d reads, err %v", f.stats.Load(), err)
+	}
+}
+
+func TestParseQuery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in      string
+		want    store.JobListParams
+		id      int64
+		wantErr string
+	}{
+		{in: "", want: store.JobListParams{}},
+		{in: "  state:failed   name:send_email queue:mail.x ", want: store.JobListParams{State: job.StateFailed, Name: "send_email", Queue: "mail.x"}},
+		{in: `status:pending name:"send email \"now\""`, want: store.JobListParams{State: job.StatePending, Name: `send email "now"`}},
+		{in: "report", want: store.JobListParams{Name: "report"}},
+		{in: "id:42 state:failed", want: store.JobListParams{State: job.StateFailed}, id: 42},
+		{in: "STATE:failed", want: store.JobListParams{State: job.StateFailed}},
+		{in: "state:dead", wantErr: "state: must be one of"},
+		{in: "id:-1", wantErr: "id: must be a job id"},
+		{in: "name:a name:b", wantErr: "name: given twice"},
+		{in: `name:"open`, wantErr: "unclosed quote"},
+		{in: "colour:red", wantErr: `unknown qualifier "colour"`},
+		{in: "name:", wantErr: "name: no value"},
+		{in: strings.Repeat("a", maxQueryLen+1), wantErr: "longer than"},
+	} {
+		p, id, err := parseQuery(tc.in)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: err %v, want %q", tc.in, err, tc.wantErr)
+			}
+		case err != nil || p != tc.want || id != tc.id:
+			t.Errorf("%q = %+v id %d err %v, want %+v id %d", tc.in, p, id, err, tc.want, tc.id)
+		}
+	}
+}
+
+// TestVendoredScripts: the embedded htmx and its SSE extension are the
+// npm releases named by HTMXVersion and HTMXSSEVersion, byte for byte
+// (scripts/vendor-htmx.sh fetches them), and nothing else is vendored.
+func TestVendoredScripts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ file, version, sha256, marker string }{
+		{HTMXFile, "2.0.11", "d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717", `version:"2.0.11"`},
+		{HTMXSSEFile, "2.2.4", "98a46496de0c3605fbffdce9167ba427bdd9553184f83f149c261891a92c0136", `htmx.defineExtension("sse"`},
+	} {
+		b, err := fs.ReadFile(staticFS, "static/"+tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if got := hex.EncodeToString(sum[:]); got != tc.sha256 {
+			t.Errorf("%s: sha256 %s, want %s", tc.file, got, tc.sha256)
+		}
+		if !strings.Contains(tc.file, tc.version) || !strings.Contains(string(b), tc.marker) {
+			t.Errorf("%s: not version %s", tc.file, tc.version)
+		}
+	}
+	if HTMXVersion != "2.0.11" || HTMXSSEVersion != "2.2.4" {
+		t.Errorf("versions %s, %s: update this test with the new sums", HTMXVersion, HTMXSSEVersion)
+	}
+	entries, _ := fs.ReadDir(staticFS, "static")
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".js") && e.Name() != HTMXFile && e.Name() != HTMXSSEFile {
+			t.Errorf("static/%s: an unchecked script", e.Name())
+		}
+	}
+}
