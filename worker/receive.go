@@ -105,11 +105,10 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 		return // the same lease delivered twice
 	}
 	w.seen.add(d.LeaseToken)
+	// Lease tokens are random, so they say nothing of which lease is
+	// newer: the one delivered later is (the list is FIFO, and a job is
+	// leased again only after its lease ended).
 	if old, ok := w.newest[d.JobID]; ok {
-		if old > d.LeaseToken {
-			w.mu.Unlock()
-			return // a lease that ended before the one here began
-		}
 		if a, ok := w.running[old]; ok {
 			w.log.InfoContext(ctx, "a new lease of a running job arrived: canceling the old attempt",
 				"job_id", d.JobID, "lease_token", d.LeaseToken, "old_lease_token", old)

@@ -370,6 +370,13 @@ func TestSendRetries(t *testing.T) {
 // name only the new lease.
 func TestNewLeaseSupersedesRunningAttempt(t *testing.T) {
 	t.Parallel()
+	// Tokens are random: a new lease's may be smaller than the old one's.
+	// The newer lease is the one delivered later (the list is FIFO).
+	t.Run("larger token", func(t *testing.T) { t.Parallel(); testNewLeaseSupersedes(t, 90, 91) })
+	t.Run("smaller token", func(t *testing.T) { t.Parallel(); testNewLeaseSupersedes(t, 91, 90) })
+}
+
+func testNewLeaseSupersedes(t *testing.T, oldTok, newTok int64) {
 	prefix := redistest.Prefix(t)
 	w := newTestWorker(t, redistest.URL(), prefix, Config{})
 	started := make(chan int, 10) // attempt numbers
@@ -389,32 +396,32 @@ func TestNewLeaseSupersedesRunningAttempt(t *testing.T) {
 	})
 	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
 	r := run(t, w)
-	c.deliver(delivery(9, 90, "job", 1))
+	c.deliver(delivery(9, oldTok, "job", 1))
 	if a := receive(t, started, "start of the first lease"); a != 1 {
 		t.Fatalf("started attempt %d, want 1", a)
 	}
-	c.deliver(delivery(9, 91, "job", 2))
+	c.deliver(delivery(9, newTok, "job", 2))
 	if a := receive(t, started, "start of the new lease"); a != 2 {
 		t.Fatalf("started attempt %d, want 2", a)
 	}
 	receive(t, oldCanceled, "cancel of the old attempt")
-	hb := c.heartbeat("naming the new lease", func(hb wire.Heartbeat) bool { return names(hb, 9, 91) })
-	if names(hb, 9, 90) {
-		t.Errorf("heartbeat in_flight %+v names the superseded lease 90", hb.InFlight)
+	hb := c.heartbeat("naming the new lease", func(hb wire.Heartbeat) bool { return names(hb, 9, newTok) })
+	if names(hb, 9, oldTok) {
+		t.Errorf("heartbeat in_flight %+v names the superseded lease %d", hb.InFlight, oldTok)
 	}
 
 	openOld()
-	if res := c.results(1)[0]; res.LeaseToken != 90 || res.Outcome == wire.OutcomeCompleted {
-		t.Errorf("old attempt's result = %+v, want token 90 not completed", res)
+	if res := c.results(1)[0]; res.LeaseToken != oldTok || res.Outcome == wire.OutcomeCompleted {
+		t.Errorf("old attempt's result = %+v, want token %d not completed", res, oldTok)
 	}
 	c.skipHeartbeats()
-	hb = c.heartbeat("naming the new lease", func(hb wire.Heartbeat) bool { return names(hb, 9, 91) })
-	if names(hb, 9, 90) {
-		t.Errorf("heartbeat in_flight %+v names the superseded lease 90", hb.InFlight)
+	hb = c.heartbeat("naming the new lease", func(hb wire.Heartbeat) bool { return names(hb, 9, newTok) })
+	if names(hb, 9, oldTok) {
+		t.Errorf("heartbeat in_flight %+v names the superseded lease %d", hb.InFlight, oldTok)
 	}
 	openNew()
-	if res := c.results(1)[0]; res.LeaseToken != 91 || res.Outcome != wire.OutcomeCompleted {
-		t.Errorf("new attempt's result = %+v, want completed for token 91", res)
+	if res := c.results(1)[0]; res.LeaseToken != newTok || res.Outcome != wire.OutcomeCompleted {
+		t.Errorf("new attempt's result = %+v, want completed for token %d", res, newTok)
 	}
 	r.stop(t)
 }

@@ -5,17 +5,25 @@
 
 -- dts_fence(epoch) is the guard of every write a leader coordinator makes:
 -- claims, results, releases, reclaims, lease extensions, retention and the
--- workers table. It locks coordinator_leader's row FOR SHARE until the
--- writing transaction ends and raises SQLSTATE DTS01 (store: job.ErrDeposed)
--- unless p_epoch is still the current epoch. A new leader bumps the epoch
--- with an UPDATE of that row, which waits for every fenced transaction in
--- progress, and every fenced statement that starts after it sees the new
--- epoch: a write of a deposed leader is refused whole, never applied.
+-- workers table. It takes advisory lock 727003 in shared mode until the
+-- writing transaction ends, then raises SQLSTATE DTS01 (store:
+-- job.ErrDeposed) unless p_epoch is still the current epoch. A new leader
+-- takes the same lock exclusively before it bumps the epoch
+-- (LeaderAcquireEpoch), so the take-over waits for every fenced
+-- transaction in progress, and a fenced statement that starts after it
+-- reads the new epoch (each statement of this function takes a fresh
+-- snapshot): a write of a deposed leader is refused whole, never applied.
+-- An advisory lock lives in the lock manager: unlike a row lock (FOR
+-- SHARE, as at first) it writes nothing to the row, and concurrent holders
+-- do not create MultiXacts; that row lock cost 7-9% of the drain and
+-- sustained rates (docs/benchmarks.md). Transaction-scoped, it also works
+-- behind a pooler in transaction mode.
 -- Statements call it as (SELECT dts_fence($n)), an InitPlan run once.
 CREATE OR REPLACE FUNCTION dts_fence(p_epoch bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM 1 FROM coordinator_leader WHERE id = 1 AND epoch = p_epoch FOR SHARE;
+    PERFORM pg_advisory_xact_lock_shared(727003);
+    PERFORM 1 FROM coordinator_leader WHERE id = 1 AND epoch = p_epoch;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'leader epoch % is superseded', p_epoch USING ERRCODE = 'DTS01';
     END IF;

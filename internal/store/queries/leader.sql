@@ -6,8 +6,11 @@ UPDATE coordinator_lease SET holder = $1,
     WHERE id = 1 AND expires_at <= clock_timestamp()
 
 -- name: LeaderAcquireEpoch
+-- The exclusive side of dts_fence's lock 727003: waits for the fenced
+-- writes in progress, and holds new ones until this transaction commits.
+WITH fence AS (SELECT pg_advisory_xact_lock(727003))
 UPDATE coordinator_leader SET epoch = epoch + 1, leader_id = $1, acquired_at = now()
-    WHERE id = 1 RETURNING epoch
+    FROM fence WHERE id = 1 RETURNING epoch
 
 -- name: LeaderAcquireLeaseEpoch
 UPDATE coordinator_lease SET epoch = $1 WHERE id = 1
