@@ -112,6 +112,7 @@ func (h *heartbeatReader) run(ctx context.Context) {
 // reports whether the extensions were written.
 func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbeat) bool {
 	ext := store.LeaseExtendParams{Epoch: h.l.epoch, Lease: h.cfg.LeaseDuration}
+	var heard []string
 	for _, rh := range hbs {
 		hb := rh.Heartbeat
 		if !h.allowed(ctx, hb) { // credentials; before "stopped" too
@@ -125,6 +126,7 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 			h.log.InfoContext(ctx, "worker said it stopped", "worker_id", hb.WorkerID)
 			continue
 		}
+		heard = append(heard, hb.WorkerID)
 		if h.l.workers.Heartbeat(hb, rh.At) {
 			h.log.InfoContext(ctx, "worker joined", "worker_id", hb.WorkerID, "concurrency", hb.Concurrency, "job_types", hb.JobTypes)
 			h.l.wake()
@@ -134,12 +136,12 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 			ext.Workers = append(ext.Workers, hb.WorkerID)
 		}
 	}
-	if len(ext.IDs) == 0 {
-		return true
+	if len(ext.IDs) > 0 {
+		if _, err := h.store.JobLeaseExtend(ctx, ext); err != nil {
+			h.storeError(ctx, storeOpLeaseExtend, err)
+			return false
+		}
 	}
-	if _, err := h.store.JobLeaseExtend(ctx, ext); err != nil {
-		h.storeError(ctx, storeOpLeaseExtend, err)
-		return false
-	}
+	h.l.workers.Extended(heard, time.Now())
 	return true
 }

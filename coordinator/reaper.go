@@ -14,7 +14,7 @@ import (
 // leases it recorded, and the workers table.
 type reaperStore interface {
 	JobReclaimLeases(ctx context.Context, epoch int64, ls []store.Release, policy store.RetryPolicy) ([]store.FailOutcome, error)
-	JobReclaimExpired(ctx context.Context, epoch int64, policy store.RetryPolicy) ([]store.FailOutcome, error)
+	JobReclaimExpired(ctx context.Context, epoch int64, spare []string, policy store.RetryPolicy) ([]store.FailOutcome, error)
 	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
 	WorkerDelete(ctx context.Context, epoch int64, id string) error
 }
@@ -88,7 +88,11 @@ func (r *reaper) tick(ctx context.Context) {
 	for _, w := range r.l.workers.Expire(horizon) {
 		r.reclaimWorker(ctx, w)
 	}
-	outs, err := r.store.JobReclaimExpired(ctx, r.l.epoch, r.retry)
+	// A live worker whose reported leases have not been extended lately
+	// (the reader read nothing of it since a stall of ours) is spared: its
+	// leases may have run out only because we could not extend them.
+	spare := r.l.workers.Unextended(time.Now().Add(-r.maxHeartbeatLag()))
+	outs, err := r.store.JobReclaimExpired(ctx, r.l.epoch, spare, r.retry)
 	if err != nil {
 		r.storeError(ctx, storeOpReclaimExpired, err)
 		return

@@ -496,3 +496,41 @@ func TestDeadMirrorHoldsMetadataOnly(t *testing.T) {
 		t.Errorf("the mirror of %d jobs takes %d bytes in Redis", n, used)
 	}
 }
+
+// TestExpiredLeaseOfUnheardWorkerIsSpared: after a stall of the leader's
+// own (here: a new leader that has read no heartbeat of the worker yet),
+// leases that ran out meanwhile are not reclaimed while their worker is
+// alive and the leader has not yet applied its heartbeats; once it has,
+// the heartbeats have extended them. Seen in CI before this rule: after a
+// 6 s table lock, the reader's first batch held only one worker's
+// heartbeat, and the reaper reclaimed the other worker's running jobs.
+func TestExpiredLeaseOfUnheardWorkerIsSpared(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(2, "w")
+	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "w", JobTypes: []string{"*"}, Concurrency: 8}, time.Now())
+	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	r.start(r.heartbeatReader())
+	r.caughtUp() // caught up, but nothing of w read yet
+	rp := r.reaper()
+	for range 4 {
+		rp.tick(r.ctx)
+	}
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Fatalf("before w's heartbeats were applied: %v; want every job still leased", got)
+	}
+	r.beat("w", cs)
+	waitFor(t, "w's leases extended", func() bool {
+		var n int
+		_ = r.db.QueryRow(r.ctx, `SELECT count(*) FROM jobs WHERE lease_expires_at > now()`).Scan(&n)
+		return n == len(cs)
+	})
+	for range 4 {
+		rp.tick(r.ctx)
+	}
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Fatalf("after w's heartbeats: %v; want every job still leased", got)
+	}
+}

@@ -108,7 +108,7 @@ func TestDeposedLeaderWritesNothing(t *testing.T) {
 	deposed("release", err)
 	_, err = e.s.JobReclaimLeases(e.ctx, old, []store.Release{{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}}, fixedPolicy(0))
 	deposed("reclaim of a worker's leases", err)
-	_, err = e.s.JobReclaimExpired(e.ctx, old, fixedPolicy(0))
+	_, err = e.s.JobReclaimExpired(e.ctx, old, nil, fixedPolicy(0))
 	deposed("reclaim of expired leases", err)
 	_, err = e.s.JobLeaseExtend(e.ctx, store.LeaseExtendParams{Epoch: old, IDs: []int64{c.ID}, Tokens: []int64{c.LeaseToken},
 		Workers: []string{c.WorkerID}, Lease: time.Minute})
@@ -129,7 +129,7 @@ func TestDeposedLeaderWritesNothing(t *testing.T) {
 		t.Errorf("after the deposed leader's writes: %d leased, %d pending; want 2 and 1", leased, pending)
 	}
 	// The successor's writes go through.
-	if out, err := e.s.JobReclaimExpired(e.ctx, old+1, fixedPolicy(0)); err != nil || len(out) != 2 {
+	if out, err := e.s.JobReclaimExpired(e.ctx, old+1, nil, fixedPolicy(0)); err != nil || len(out) != 2 {
 		t.Errorf("successor's reclaim = %d, %v; want 2", len(out), err)
 	}
 }

@@ -528,8 +528,13 @@ func TestJobReclaimExpired(t *testing.T) {
 	if n := e.exec(t, `UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = ANY($1)`, ids[:2]); n != 2 {
 		t.Fatalf("expired %d leases", n)
 	}
+	// A worker the leader spares (alive, not heard since a stall) keeps
+	// its expired leases for now.
+	if out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, []string{"w"}, fixedPolicy(time.Minute)); err != nil || len(out) != 0 {
+		t.Fatalf("reclaim sparing w = %+v, %v; want nothing", out, err)
+	}
 	before := e.now(t)
-	out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, fixedPolicy(time.Minute))
+	out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, []string{"another"}, fixedPolicy(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +559,7 @@ func TestJobReclaimExpired(t *testing.T) {
 	if j := e.get(t, ids[2]); j.State != job.StateLeased {
 		t.Errorf("unexpired lease is %s", j.State)
 	}
-	if out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, fixedPolicy(time.Minute)); err != nil || len(out) != 0 {
+	if out, err := e.s.JobReclaimExpired(e.ctx, e.epoch, nil, fixedPolicy(time.Minute)); err != nil || len(out) != 0 {
 		t.Errorf("second reclaim = %+v, %v", out, err)
 	}
 }

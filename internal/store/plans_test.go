@@ -59,7 +59,7 @@ func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 		if rel, err := s.JobReleaseMany(ctx, epoch, []store.Release{{ID: cs[2].ID, LeaseToken: cs[2].LeaseToken, WorkerID: cs[2].WorkerID}}); err != nil || len(rel) != 1 {
 			t.Fatalf("release = %v, %v", rel, err)
 		}
-		if _, err := s.JobReclaimExpired(ctx, epoch, func(int) time.Duration { return 0 }); err != nil {
+		if _, err := s.JobReclaimExpired(ctx, epoch, nil, func(int) time.Duration { return 0 }); err != nil {
 			t.Fatal(err)
 		}
 	}

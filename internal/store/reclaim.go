@@ -33,11 +33,17 @@ func (s *Store) JobReclaimLeases(ctx context.Context, epoch int64, ls []Release,
 // JobReclaimExpired fails up to 1000 leases whose deadline has passed
 // (reason lease_timeout), retrying with backoff. "Passed" is judged at the
 // start of its transaction (now()), so a reclaim that had to wait for a
-// lock does not take leases that heartbeats extended meanwhile.
-func (s *Store) JobReclaimExpired(ctx context.Context, epoch int64, policy RetryPolicy) ([]FailOutcome, error) {
+// lock does not take leases that heartbeats extended meanwhile. The leases
+// of the workers in spare are left alone: workers alive whose heartbeats
+// the leader has not yet applied since a stall of its own (a lock, Redis
+// away), whose leases may have run out only because of it.
+func (s *Store) JobReclaimExpired(ctx context.Context, epoch int64, spare []string, policy RetryPolicy) ([]FailOutcome, error) {
+	if spare == nil {
+		spare = []string{}
+	}
 	var out []FailOutcome
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, q("JobReclaimExpired"), epoch)
+		rows, err := tx.Query(ctx, q("JobReclaimExpired"), epoch, spare)
 		if err != nil {
 			return err
 		}

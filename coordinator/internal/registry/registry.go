@@ -40,6 +40,10 @@ type Worker struct {
 	// that the registry no longer counts; slots respect the larger number.
 	Reported int
 	LastSeen time.Time
+	// ExtendedAt is when (on the coordinator's clock) the leases this
+	// worker reported were last extended in PostgreSQL: the reaper judges
+	// its expired leases only if that is recent.
+	ExtendedAt time.Time
 	// lastAssigned orders workers for LRU: a counter, so that two
 	// assignments in the same instant still have an order.
 	lastAssigned   uint64
@@ -147,6 +151,35 @@ func (r *Registry) TouchAll(now time.Time) {
 			w.LastSeen = now
 		}
 	}
+}
+
+// Extended records that the leases the given workers reported were
+// extended (committed) at now.
+func (r *Registry) Extended(ids []string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if w, ok := r.workers[id]; ok {
+			w.ExtendedAt = now
+		}
+	}
+}
+
+// Unextended returns the workers that are alive but whose reported leases
+// have not been extended since before (sorted): their leases may have run
+// out only because the coordinator stalled, so none is judged expired yet.
+// A worker that stays silent becomes unavailable and is reclaimed then.
+func (r *Registry) Unextended(before time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, w := range r.workers {
+		if !w.Gone && w.ExtendedAt.Before(before) {
+			out = append(out, w.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Lease is one lease the registry recorded for a worker.
