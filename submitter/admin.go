@@ -72,15 +72,9 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 
 // listAudit handles GET /admin/audit?limit=&cursor= (admin).
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryLimit(r)
+	limit, before, err := queryPage(r)
 	if err != nil {
 		return err
-	}
-	var before int64
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		if before, err = parseID(c); err != nil {
-			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
-		}
 	}
 	entries, next, err := s.store.AuditList(r.Context(), limit, before)
 	if err != nil {

@@ -227,11 +227,7 @@ func taskStatus(st job.State) string {
 // addJob handles POST /addJob: the /submit_job body, answered 200 as the
 // original did, for a new job and for an idempotent repeat alike.
 func (s *Server) addJob(w http.ResponseWriter, r *http.Request) error {
-	body, err := httpx.ReadBody(r)
-	if err != nil {
-		return err
-	}
-	p, err := decodeSubmit(body, r.Header.Get("Idempotency-Key"), s.cfg.MaxPayloadBytes)
+	p, err := s.decodeSingle(r)
 	if err != nil {
 		return err
 	}

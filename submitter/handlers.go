@@ -93,11 +93,7 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 
 // submitJob handles POST /submit_job (POST /jobs is postJobs, compat.go).
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
-	body, err := httpx.ReadBody(r)
-	if err != nil {
-		return err
-	}
-	p, err := decodeSubmit(body, r.Header.Get("Idempotency-Key"), s.cfg.MaxPayloadBytes)
+	p, err := s.decodeSingle(r)
 	if err != nil {
 		return err
 	}
@@ -280,13 +276,8 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.JobListParams{Name: q.Get("name"), Queue: q.Get("queue"), State: job.State(q.Get("status"))}
 	var err error
-	if p.Limit, err = queryLimit(r); err != nil {
+	if p.Limit, p.Before, err = queryPage(r); err != nil {
 		return err
-	}
-	if c := q.Get("cursor"); c != "" {
-		if p.Before, err = parseID(c); err != nil {
-			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
-		}
 	}
 	resp, err := s.svc.JobList(r.Context(), p)
 	if err != nil {
@@ -459,6 +450,32 @@ func parseID(s string) (int64, error) {
 }
 
 func formatID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// queryPage parses ?limit= (queryLimit) and an id ?cursor= from a
+// previous answer's next_cursor (0 when absent): the paging of every
+// listing ordered by id, newest first.
+func queryPage(r *http.Request) (limit int, before int64, err error) {
+	if limit, err = queryLimit(r); err != nil {
+		return 0, 0, err
+	}
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		if before, err = parseID(c); err != nil {
+			return 0, 0, httpx.InvalidField("cursor", "not a cursor from next_cursor")
+		}
+	}
+	return limit, before, nil
+}
+
+// decodeSingle reads and decodes the body of a single-job submission
+// (/submit_job and the routes that take its body), with the
+// Idempotency-Key header.
+func (s *Server) decodeSingle(r *http.Request) (store.JobInsertParams, error) {
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return store.JobInsertParams{}, err
+	}
+	return decodeSubmit(body, r.Header.Get("Idempotency-Key"), s.cfg.MaxPayloadBytes)
+}
 
 // queryLimit parses ?limit=, 1..maxListLimit, default defaultListLimit.
 func queryLimit(r *http.Request) (int, error) {

@@ -146,15 +146,9 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 
 // listSchedules handles GET /schedules?limit=&cursor=.
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryLimit(r)
+	limit, before, err := queryPage(r)
 	if err != nil {
 		return err
-	}
-	var before int64
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		if before, err = parseID(c); err != nil {
-			return httpx.InvalidField("cursor", "not a cursor from next_cursor")
-		}
 	}
 	scs, next, err := s.store.ScheduleList(r.Context(), limit, before)
 	if err != nil {
