@@ -23,8 +23,11 @@ import (
 // The count stops at the bound, so its cost does not grow with the
 // backlog. Between two counts the guard adds the jobs this submitter
 // accepted, so a flood cannot overshoot the bound by a whole interval's
-// worth; it may still overshoot by the requests in flight, and by what
-// other submitters accept meanwhile. Jobs already accepted are never
+// worth; it may still overshoot by the requests in flight, by what other
+// submitters accept meanwhile, and by a job accepted while a count ran
+// whose snapshot missed it (that count's answer replaces the tally; the
+// next count sees the job). Adding what was accepted during a count
+// instead would count some jobs twice and refuse below the bound. Jobs already accepted are never
 // affected; the bound only refuses new ones.
 type backlogGuard struct {
 	count    func(ctx context.Context, limit int64) (int64, error)
@@ -32,15 +35,9 @@ type backlogGuard struct {
 	interval time.Duration
 	log      *slog.Logger
 	due      atomic.Int64 // the last count plus the jobs accepted since
-	// acceptedTotal counts every job accepted. A count that started
-	// before an acceptance may not see that job: what was accepted while
-	// the count ran is added to its answer (a job it did see is then
-	// counted twice until the next count, which errs on the side of the
-	// bound).
-	acceptedTotal atomic.Int64
-	refusing      bool // what the last count said (run's goroutine only): for the log
-	stop          context.CancelFunc
-	done          chan struct{}
+	refusing bool         // what the last count said (run's goroutine only): for the log
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // newBacklogGuard starts counting every interval; max ≤ 0 means no bound,
@@ -66,7 +63,6 @@ func (g *backlogGuard) admit() bool { return g.max <= 0 || g.due.Load() < g.max 
 func (g *backlogGuard) accepted(n int) {
 	if g.max > 0 {
 		g.due.Add(int64(n))
-		g.acceptedTotal.Add(int64(n))
 	}
 }
 
@@ -93,9 +89,7 @@ func (g *backlogGuard) run(ctx context.Context) {
 func (g *backlogGuard) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, max(g.interval, time.Second))
 	defer cancel()
-	before := g.acceptedTotal.Load()
 	n, err := g.count(cctx, g.max)
-	n += g.acceptedTotal.Load() - before
 	if err != nil {
 		if ctx.Err() == nil {
 			// Keep the last answer: inserts fail anyway while the
