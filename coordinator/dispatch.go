@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
@@ -19,7 +20,7 @@ type dispatchStore interface {
 
 // dispatchQueue delivers jobs and carries the submitters' wake-ups.
 type dispatchQueue interface {
-	Deliver(ctx context.Context, byWorker map[string][]wire.Delivery) error
+	Deliver(ctx context.Context, byWorker map[string]queue.Outbox) error
 	SubscribeWake(ctx context.Context) (<-chan struct{}, func())
 }
 
@@ -120,7 +121,7 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, types, slots []string) (
 		return n, filled, nil
 	}
 	now := time.Now()
-	byWorker := map[string][]wire.Delivery{}
+	byWorker := map[string]queue.Outbox{}
 	debug := d.log.Enabled(ctx, slog.LevelDebug)
 	for _, j := range claimed {
 		// Record the lease before delivering, so a result that comes back
@@ -129,10 +130,15 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, types, slots []string) (
 		if debug {
 			d.log.DebugContext(ctx, "job leased", "job_id", j.ID, "worker_id", j.WorkerID, "attempt", j.Attempt)
 		}
-		byWorker[j.WorkerID] = append(byWorker[j.WorkerID], wire.Delivery{
+		out, ok := byWorker[j.WorkerID]
+		if !ok {
+			out.Binary = d.l.workers.Binary(j.WorkerID)
+		}
+		out.Deliveries = append(out.Deliveries, wire.Delivery{
 			JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
 			MaxRetries: j.MaxRetries, TimeoutSeconds: j.TimeoutSeconds, LeaseToken: j.LeaseToken, CreatedAt: j.CreatedAt,
 		})
+		byWorker[j.WorkerID] = out
 	}
 	t0 = time.Now()
 	err = d.queue.Deliver(ctx, byWorker)

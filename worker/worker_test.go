@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -111,6 +112,7 @@ type coordinator struct {
 	q      *queue.Queue
 	worker string
 	hbLast string // heartbeat stream id read up to
+	json   bool   // deliver as JSON, as coordinators before the binary codec
 }
 
 func newCoordinator(t *testing.T, url, prefix, workerID string) *coordinator {
@@ -134,7 +136,8 @@ func delivery(jobID, token int64, name string, attempt int) wire.Delivery {
 // deliver pushes ds, in order, onto the worker's list in one LPUSH.
 func (c *coordinator) deliver(ds ...wire.Delivery) {
 	c.t.Helper()
-	if err := c.q.Deliver(c.t.Context(), map[string][]wire.Delivery{c.worker: ds}); err != nil {
+	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Binary: !c.json}}
+	if err := c.q.Deliver(c.t.Context(), out); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -250,6 +253,33 @@ func byToken(rs []wire.Result) map[int64]wire.Result {
 		m[r.LeaseToken] = r
 	}
 	return m
+}
+
+// TestCodecs: the worker says in its heartbeats that it reads the binary
+// codec, and it works with a coordinator that delivers in either codec.
+func TestCodecs(t *testing.T) {
+	t.Parallel()
+	for _, asJSON := range []bool{true, false} {
+		t.Run(fmt.Sprint("json=", asJSON), func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			w := newTestWorker(t, redistest.URL(), prefix, Config{})
+			w.Handle("job", func(_ context.Context, j *Job) (any, error) {
+				return map[string]string{"id": j.ID}, nil
+			})
+			c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+			c.json = asJSON
+			r := run(t, w)
+			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecBinary {
+				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecBinary)
+			}
+			c.deliver(delivery(7, 70, "job", 1))
+			res := c.results(1)[0]
+			if res.JobID != 7 || res.LeaseToken != 70 || res.Outcome != wire.OutcomeCompleted || string(res.Result) != `{"id":"7"}` {
+				t.Fatalf("result = %+v, want job 7 completed with {\"id\":\"7\"}", res)
+			}
+			r.stop(t)
+		})
+	}
 }
 
 func TestCancelBeforeStart(t *testing.T) {

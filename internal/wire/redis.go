@@ -84,7 +84,10 @@ type Heartbeat struct {
 	Draining    bool       `json:"draining,omitempty"` // shutting down: send no more jobs
 	Stopped     bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
 	Credential  string     `json:"credential,omitempty"`
-	SentAt      time.Time  `json:"sent_at"` // informational only; ages use the receiver's clock
+	// Codec is the newest codec of deliveries the worker reads (codec.go):
+	// CodecJSON (0, omitted) or CodecBinary.
+	Codec  int       `json:"codec,omitempty"`
+	SentAt time.Time `json:"sent_at"` // informational only; ages use the receiver's clock
 }
 
 // DeadEntry is one dead-letter list entry: which job died, why, and its

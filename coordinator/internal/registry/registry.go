@@ -30,8 +30,11 @@ type Worker struct {
 	ID          string
 	Types       []string // sorted; "*" means any name
 	Concurrency int
-	Draining    bool
-	Gone        bool // unavailable: missed heartbeats or said it stopped
+	// Codec is the newest delivery codec it reads (wire.CodecJSON or
+	// wire.CodecBinary), from its heartbeats.
+	Codec    int
+	Draining bool
+	Gone     bool // unavailable: missed heartbeats or said it stopped
 	// StoppedAt is when it said it stopped; zero otherwise, and zero again
 	// once its leftover leases were released.
 	StoppedAt time.Time
@@ -111,7 +114,7 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 			}
 		}
 	}
-	w.Types, w.Concurrency, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Draining, now, false
+	w.Types, w.Concurrency, w.Codec, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Codec, hb.Draining, now, false
 	w.Reported, w.StoppedAt = len(hb.InFlight), time.Time{}
 	return joined
 }
@@ -364,6 +367,14 @@ func (r *Registry) Remove(now time.Time, keep time.Duration) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Binary reports whether a worker reads deliveries in the binary codec.
+func (r *Registry) Binary(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[id]
+	return ok && w.Codec >= wire.CodecBinary
 }
 
 // Usable reports whether a worker is known, alive and not draining.
