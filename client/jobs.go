@@ -103,9 +103,9 @@ func DependsOn(ids ...string) Option {
 	}}
 }
 
-// DependsOnIndex, in SubmitBatch only, makes the job wait on earlier jobs
-// of the same batch, named by their index in it (each below the job's own),
-// like DependsOn.
+// DependsOnIndex makes a job of SubmitBatch wait on earlier jobs of the
+// same batch, named by their index in it (each below the job's own), like
+// DependsOn. Elsewhere the server refuses it.
 func DependsOnIndex(idx ...int) Option {
 	return Option{func(r *wire.SubmitRequest) { r.DependsOnIndex = append(r.DependsOnIndex, idx...) }}
 }

@@ -129,7 +129,7 @@ func TestSchedules(t *testing.T) {
 	ctx := within(t, 30*time.Second)
 
 	sc, err := c.CreateSchedule(ctx, client.ScheduleSpec{Name: "nightly", Cron: "30 2 * * *", TimeZone: "Europe/Paris",
-		Job: client.Request{Name: "report", Payload: map[string]string{"kind": "daily"}, Options: []client.Option{client.MaxRetries(1)}},
+		Job:     client.Request{Name: "report", Payload: map[string]string{"kind": "daily"}, Options: []client.Option{client.MaxRetries(1)}},
 		Overlap: client.OverlapAllow})
 	if err != nil {
 		t.Fatal(err)
