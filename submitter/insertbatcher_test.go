@@ -414,3 +414,52 @@ func (s *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 }
 
 func (s *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A batch mixing unique submissions with others is two statements: the
+// jobs without unique_for keep theirs (one INSERT, no transaction).
+func TestInsertBatcherKeepsUniqueApart(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var calls [][]string
+	insert := func(_ context.Context, ps []store.JobInsertParams) ([]store.JobInsertResult, error) {
+		names := make([]string, len(ps))
+		out := make([]store.JobInsertResult, len(ps))
+		for i, p := range ps {
+			names[i] = p.Name
+			fmt.Sscan(p.Name[1:], &out[i].ID)
+			out[i].Created = true
+		}
+		mu.Lock()
+		calls = append(calls, names)
+		mu.Unlock()
+		return out, nil
+	}
+	b := newInsertBatcher(insert, 1, 1000, time.Minute, nil)
+	defer b.Close()
+	u := &store.Unique{For: time.Minute}
+	params := []store.JobInsertParams{{Name: "p1"}, {Name: "u2", Unique: u}, {Name: "p3"}, {Name: "u4", Unique: u}}
+	reqs := make([]insertReq, len(params))
+	for i, p := range params {
+		reqs[i] = insertReq{ctx: t.Context(), done: make(chan insertDone, 1), params: p}
+	}
+	b.flush(reqs)
+	for i, r := range reqs {
+		if d := <-r.done; d.err != nil || d.res.ID != int64(i+1) {
+			t.Errorf("submission %d: %+v, %v; want job %d", i, d.res, d.err, i+1)
+		}
+	}
+	got := map[string]bool{}
+	for _, c := range calls {
+		got[strings.Join(c, ",")] = true
+	}
+	if len(calls) != 2 || !got["p1,p3"] || !got["u2,u4"] {
+		t.Errorf("statements %v, want [p1 p3] and [u2 u4]", calls)
+	}
+	// Only one kind: one statement, as before.
+	calls = nil
+	b.flush(reqs[:1])
+	<-reqs[0].done
+	if len(calls) != 1 {
+		t.Errorf("statements %v, want one", calls)
+	}
+}
