@@ -257,8 +257,14 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	rows, err := db.Query(ctx, q("JobInsertRows"),
-		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks)
+	args := []any{names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks}
+	var rows pgx.Rows
+	var err error
+	if slices.ContainsFunc(keys, func(k *string) bool { return k != nil }) {
+		rows, err = db.Query(ctx, q("JobInsertRows"), args...)
+	} else {
+		rows, err = db.Query(ctx, q("JobInsertRowsUnkeyed"), args...)
+	}
 	if err != nil {
 		return nil, err
 	}
