@@ -77,13 +77,16 @@ type InFlight struct {
 // The first one registers the worker; each one carries its full description,
 // so a coordinator that just became leader knows the fleet after one interval.
 type Heartbeat struct {
-	WorkerID    string     `json:"worker_id"`
-	JobTypes    []string   `json:"job_types"` // "*" means any name
-	Concurrency int        `json:"concurrency"`
-	InFlight    []InFlight `json:"in_flight"`
-	Draining    bool       `json:"draining,omitempty"` // shutting down: send no more jobs
-	Stopped     bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
-	Credential  string     `json:"credential,omitempty"`
+	WorkerID    string   `json:"worker_id"`
+	JobTypes    []string `json:"job_types"` // "*" means any name
+	Concurrency int      `json:"concurrency"`
+	// Prefetch is how many jobs beyond Concurrency it takes, each waiting
+	// for a free slot (WORKER_PREFETCH); 0 or omitted: none.
+	Prefetch   int        `json:"prefetch,omitempty"`
+	InFlight   []InFlight `json:"in_flight"`
+	Draining   bool       `json:"draining,omitempty"` // shutting down: send no more jobs
+	Stopped    bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
+	Credential string     `json:"credential,omitempty"`
 	// Codec is the newest codec of deliveries the worker reads (codec.go):
 	// CodecJSON (0, omitted) or CodecBinary.
 	Codec  int       `json:"codec,omitempty"`
