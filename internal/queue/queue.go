@@ -408,8 +408,11 @@ func DecodeHeartbeat(b []byte) (wire.Heartbeat, error) {
 			return hb, fmt.Errorf("decode heartbeat: job type %q %s", t, msg)
 		}
 	}
-	if len(hb.InFlight) > maxConcurrency {
-		return hb, fmt.Errorf("decode heartbeat: more than %d jobs in flight", maxConcurrency)
+	if hb.Prefetch < 0 || hb.Prefetch > maxConcurrency {
+		return hb, fmt.Errorf("decode heartbeat: prefetch must be between 0 and %d", maxConcurrency)
+	}
+	if len(hb.InFlight) > 2*maxConcurrency {
+		return hb, fmt.Errorf("decode heartbeat: more than %d jobs in flight", 2*maxConcurrency)
 	}
 	for _, f := range hb.InFlight {
 		if f.JobID <= 0 || f.LeaseToken <= 0 {
