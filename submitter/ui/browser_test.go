@@ -390,6 +390,8 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the throughput chart has %d lines, want completed and failed", n)
 	}
 	b.shot(t, shots, "overview")
+	b.do(t, "scroll to the charts", chromedp.ScrollIntoView(chromedp.CSS(`#charts`)))
+	b.shot(t, shots, "charts")
 	b.axe(t, "overview")
 
 	// Live: a job submitted over HTTP shows on the Overview, then on

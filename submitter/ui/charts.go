@@ -24,7 +24,7 @@ import (
 // Geometry of one chart, in SVG user units.
 const (
 	chartW, chartH             = 600.0, 170.0
-	padL, padR, padT, padB     = 52.0, 10.0, 10.0, 22.0
+	padL, padR, padT, padB     = 52.0, 24.0, 10.0, 22.0
 	plotW, plotH               = chartW - padL - padR, chartH - padT - padB
 	chartMinutes               = int(chartWindow / time.Minute)
 	maxChartNames              = 100
