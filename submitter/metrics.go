@@ -85,6 +85,7 @@ const (
 	storeOpBulk        storeOp = "bulk"
 	storeOpWorkers     storeOp = "workers"
 	storeOpJobTypes    storeOp = "job_types"
+	storeOpRollup      storeOp = "rollup"
 	// schedule_read: GET /schedules and /schedules/{id}; schedule_write:
 	// create, pause, resume, delete and trigger.
 	storeOpScheduleRead  storeOp = "schedule_read"
@@ -102,7 +103,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpRollup, storeOpScheduleRead, storeOpScheduleWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 
