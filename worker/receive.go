@@ -147,6 +147,7 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 	a := &attempt{jobID: d.JobID, cancel: cancel}
 	w.running[d.LeaseToken] = a
 	w.mu.Unlock()
+	slot := w.slots.ask() // here, not in the goroutine: in delivery order
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -154,12 +155,13 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 		// A prefetched job waits here for a slot; a cancel, a newer lease
 		// or the shutdown ends the wait and it never runs.
 		select {
-		case w.slots <- struct{}{}:
+		case <-slot:
 		case <-actx.Done():
+			w.slots.withdraw(slot)
 			w.report(notStarted(w.cfg.ID, d, context.Cause(actx)), label)
 			return
 		}
-		defer func() { <-w.slots }()
+		defer w.slots.release()
 		w.mu.Lock()
 		a.started = true
 		w.mu.Unlock()
