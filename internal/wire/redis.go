@@ -84,7 +84,9 @@ type Heartbeat struct {
 	Draining    bool       `json:"draining,omitempty"` // shutting down: send no more jobs
 	Stopped     bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
 	Credential  string     `json:"credential,omitempty"`
-	SentAt      time.Time  `json:"sent_at"` // informational only; ages use the receiver's clock
+	SentAt      time.Time  `json:"sent_at"`           // informational only; ages use the receiver's clock
+	Host        string     `json:"host,omitempty"`    // the worker's host name, for operators
+	Version     string     `json:"version,omitempty"` // the worker's build, for operators
 }
 
 // DeadEntry is one dead-letter list entry: which job died, why, and its

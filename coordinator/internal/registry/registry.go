@@ -30,8 +30,13 @@ type Worker struct {
 	ID          string
 	Types       []string // sorted; "*" means any name
 	Concurrency int
-	Draining    bool
-	Gone        bool // unavailable: missed heartbeats or said it stopped
+	Draining    bool // the worker said it is shutting down
+	// DrainRequested: an operator asked that it get no new jobs (POST
+	// /workers/{id}/drain); the leader reads the flags from PostgreSQL at
+	// every worker sync (SetDrainRequested). It keeps its running jobs.
+	DrainRequested bool
+	Host, Version  string // what its heartbeats say
+	Gone           bool   // unavailable: missed heartbeats or said it stopped
 	// StoppedAt is when it said it stopped; zero otherwise, and zero again
 	// once its leftover leases were released.
 	StoppedAt time.Time
@@ -56,7 +61,7 @@ func (w *Worker) State() string {
 	switch {
 	case w.Gone:
 		return StateUnavailable
-	case w.Draining:
+	case w.Draining || w.DrainRequested:
 		return StateDraining
 	case w.busySlots() >= w.Concurrency:
 		return StateBusy
@@ -67,7 +72,7 @@ func (w *Worker) State() string {
 func (w *Worker) busySlots() int { return max(len(w.InFlight), w.Reported) }
 
 func (w *Worker) free() int {
-	if w.Gone || w.Draining {
+	if w.Gone || w.Draining || w.DrainRequested {
 		return 0
 	}
 	return max(w.Concurrency-w.busySlots(), 0)
@@ -113,6 +118,7 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	}
 	w.Types, w.Concurrency, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Draining, now, false
 	w.Reported, w.StoppedAt = len(hb.InFlight), time.Time{}
+	w.Host, w.Version = hb.Host, hb.Version
 	return joined
 }
 
@@ -371,7 +377,17 @@ func (r *Registry) Usable(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.workers[id]
-	return ok && !w.Gone && !w.Draining
+	return ok && !w.Gone && !w.Draining && !w.DrainRequested
+}
+
+// SetDrainRequested marks the workers in ids as asked to drain, and every
+// other worker as not.
+func (r *Registry) SetDrainRequested(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, w := range r.workers {
+		w.DrainRequested = slices.Contains(ids, id)
+	}
 }
 
 // Forget removes a worker that stopped cleanly (its leases already
