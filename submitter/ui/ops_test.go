@@ -19,6 +19,7 @@ import (
 var opsT0 = time.Now().Add(-3 * time.Second)
 
 func (f *fakeService) WorkerList(context.Context) ([]wire.Worker, error) {
+	opsT0 := time.Now().Add(-3500 * time.Millisecond) // "3s ago" when rendered within half a second
 	long := strings.Repeat("w", 3000)
 	leased := make([]string, 13)
 	for i := range leased {
