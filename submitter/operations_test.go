@@ -184,8 +184,23 @@ func TestDrainAndRunNowAPI(t *testing.T) {
 	if status, b := e.do("POST", "/jobs/"+r2.JobID+"/run_now", ""); status != http.StatusConflict {
 		t.Errorf("run now twice: %d %s", status, b)
 	}
-	if status, _ := e.do("GET", "/jobs/scheduled?cursor=junk", ""); status != 400 {
-		t.Errorf("bad cursor: %d", status)
+	// Bad input: a clear 4xx, and nothing changes.
+	for _, rq := range []struct{ method, path, body string }{
+		{"GET", "/jobs/scheduled?cursor=junk", ""},
+		{"GET", "/jobs/scheduled?cursor=12-x", ""},
+		{"POST", "/workers/" + strings.Repeat("w", 201) + "/drain", ""},
+		{"POST", "/jobs/abc/run_now", ""},
+		{"POST", "/jobs/bulk", `{"action":"requeue","background":true,"name":"a\u0000b"}`},
+		{"POST", "/jobs/bulk", `{"action":"requeue","background":true,"status":"pending"}`},
+		{"POST", "/jobs/bulk", `{"action":"explode","background":true}`},
+		{"POST", "/jobs/bulk", `{"action":"requeue","background":"yes"}`},
+	} {
+		if status, b := e.do(rq.method, rq.path, rq.body); status != 400 {
+			t.Errorf("%s %s %s: %d %s, want 400", rq.method, rq.path, rq.body, status, b)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM operations`); n != 0 {
+		t.Errorf("bad requests made %d operations", n)
 	}
 }
 
