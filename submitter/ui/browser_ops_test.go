@@ -93,6 +93,7 @@ func (s *site) count(sql string, args ...any) int {
 // filter matches, with the count confirmed and the progress followed;
 // and read only sees no controls.
 func TestBrowserOps(t *testing.T) {
+	const dead = 50_000
 	t.Parallel()
 	s := newSite(t)
 	startFleet(t, s, "w-keep", "w-drain")
@@ -100,14 +101,16 @@ func TestBrowserOps(t *testing.T) {
 	if os.Getenv("UPDATE_SCREENSHOTS") != "" {
 		shots = filepath.Join("..", "..", "docs", "ui")
 	}
-	// 1,500 dead jobs in queue "ops" (two batches), named after no handler
-	// so that, requeued, they stay pending; and a job an hour ahead.
+	// 50,000 dead jobs in queue "ops" (50 batches: long enough to watch),
+	// named after no handler so that, requeued, they stay pending; and a
+	// job an hour ahead.
 	if _, err := s.db.Exec(t.Context(), `INSERT INTO jobs (name, queue, payload, status, attempts, max_retries, finished_at, dead_reason, last_error)
-		SELECT 'report_' || (i % 3), 'ops', '1', 'failed', 4, 3, now(), 'permanent', $1 FROM generate_series(1, 1500) i`, hostile); err != nil {
+		SELECT 'report_' || (i % 3), 'ops', '1', 'failed', 4, 3, now(), 'permanent', $1 FROM generate_series(1, $2) i`, hostile, dead); err != nil {
 		t.Fatal(err)
 	}
 	var later wire.SubmitResponse
 	s.call("POST", "/submit_job", `{"name":"noop","delay_seconds":3600,"payload":{"say":"<script>x</script>"}}`, &later)
+	s.call("POST", "/schedules", `{"name":"nightly <b>report</b>","cron":"0 30 2 * * *","time_zone":"Europe/Paris","job":{"name":"noop"}}`, nil)
 
 	b := newBrowser(t)
 	b.do(t, "login page", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`#token`)))
@@ -173,6 +176,9 @@ func TestBrowserOps(t *testing.T) {
 	// Scheduled: run the job an hour ahead now, with JavaScript off.
 	b.do(t, "scheduled", chromedp.Navigate(s.console+"scheduled"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id="`+later.JobID+`"] button.run-now`)))
+	if got := text(t, b, `table.schedules tbody tr td:nth-child(2)`); got != "nightly <b>report</b>" {
+		t.Errorf("the schedule's name shows as %q", got)
+	}
 	b.shot(t, shots, "scheduled")
 	if err := call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
 		t.Fatal(err)
@@ -190,14 +196,19 @@ func TestBrowserOps(t *testing.T) {
 	// All matching: requeue every dead job of queue ops.
 	b.do(t, "jobs filtered", chromedp.Navigate(s.console+"jobs?q="+"state%3Afailed%20queue%3Aops"), chromedp.WaitVisible(chromedp.CSS(`#bulk-review`)),
 		chromedp.Click(chromedp.CSS(`#bulk-review`)), chromedp.WaitVisible(chromedp.CSS(`#bulk-confirm`)))
-	if n := text(t, b, `#bulk-matched`); n != "1500" {
-		t.Errorf("the confirmation shows %s jobs, want 1500", n)
+	if n := text(t, b, `#bulk-matched`); n != strconv.Itoa(dead) {
+		t.Errorf("the confirmation shows %s jobs, want %d", n, dead)
 	}
 	b.shot(t, shots, "bulk")
 	b.do(t, "confirm", chromedp.Click(chromedp.CSS(`#bulk-confirm`)), chromedp.WaitVisible(chromedp.CSS(`#op-progress`)))
+	// The page shows the operation under way; htmx refreshes it until it ends.
+	if st, v := text(t, b, `#op-state`), get(t, b, "progress", chromedp.Evaluate[float64](`document.querySelector("#op-progress").value`)); st != "running" || v >= 100 {
+		t.Errorf("the operation page first shows %s at %v%%, want running below 100", st, v)
+	}
 	b.waitJS(t, "the operation ends", `document.querySelector("#operation").dataset.state === "done"`)
 	b.shot(t, shots, "operation")
-	for sel, want := range map[string]string{`#op-matched`: "1500", `#op-processed`: "1500", `#op-affected`: "1500", `#op-state`: "done"} {
+	all := strconv.Itoa(dead)
+	for sel, want := range map[string]string{`#op-matched`: all, `#op-processed`: all, `#op-affected`: all, `#op-state`: "done"} {
 		if got := text(t, b, sel); got != want {
 			t.Errorf("%s = %q, want %q", sel, got, want)
 		}
@@ -205,8 +216,8 @@ func TestBrowserOps(t *testing.T) {
 	if v := get(t, b, "progress", chromedp.Evaluate[float64](`document.querySelector("#op-progress").value`)); v != 100 {
 		t.Errorf("progress %v, want 100", v)
 	}
-	if n := s.count(`SELECT count(*) FROM jobs WHERE queue = 'ops' AND status = 'pending' AND attempts = 0`); n != 1500 {
-		t.Errorf("%d jobs of queue ops requeued, want 1500", n)
+	if n := s.count(`SELECT count(*) FROM jobs WHERE queue = 'ops' AND status = 'pending' AND attempts = 0`); n != dead {
+		t.Errorf("%d jobs of queue ops requeued, want %d", n, dead)
 	}
 	s.call("GET", "/admin/audit", "", &audit)
 	if e := audit.Entries[0]; e.Action != "job.bulk" || !strings.Contains(string(e.Details), `"result": "done"`) &&
