@@ -12,6 +12,7 @@ import (
 // maintenanceStore is what the maintainer reads and writes.
 type maintenanceStore interface {
 	WorkerSync(ctx context.Context, epoch int64, ws []store.WorkerRow) error
+	WorkerDrainList(ctx context.Context) ([]string, error)
 	WorkerCleanup(ctx context.Context, epoch int64, age time.Duration) (int64, error)
 	JobCleanup(ctx context.Context, epoch int64, doneAge, failedAge time.Duration, batch int) (int64, error)
 	JobCountState(ctx context.Context, state job.State) (int64, error)
@@ -91,12 +92,19 @@ func (m *maintainer) clean(ctx context.Context) {
 	}
 }
 
+// syncWorkers reads which workers operators asked to drain (so that
+// dispatch gives them no new jobs from now on), then records the fleet.
 func (m *maintainer) syncWorkers(ctx context.Context) {
+	if drain, err := m.store.WorkerDrainList(ctx); err != nil {
+		m.storeError(ctx, storeOpSyncWorkers, err)
+	} else {
+		m.l.workers.SetDrainRequested(drain)
+	}
 	snap := m.l.workers.Snapshot()
 	rows := make([]store.WorkerRow, 0, len(snap))
 	for _, w := range snap {
 		row := store.WorkerRow{ID: w.ID, JobTypes: w.Types, Concurrency: w.Concurrency, State: w.State(),
-			InFlight: len(w.InFlight), LastHeartbeatAt: w.LastSeen}
+			InFlight: len(w.InFlight), LastHeartbeatAt: w.LastSeen, Host: w.Host, Version: w.Version}
 		if !w.LastAssignedAt.IsZero() {
 			at := w.LastAssignedAt
 			row.LastAssignedAt = &at

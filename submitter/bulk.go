@@ -55,6 +55,9 @@ func (s *Server) bulkJobs(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.DecodeStrict(body, &req); err != nil {
 		return err
 	}
+	if req.Background || req.Queue != "" {
+		return s.bulkBackground(w, r, req) // operations.go
+	}
 	states, ok := bulkStates[req.Action]
 	if !ok {
 		return httpx.InvalidField("action", "must be one of %s, %s, %s", wire.BulkCancel, wire.BulkRequeue, wire.BulkDelete)

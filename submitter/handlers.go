@@ -69,6 +69,7 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 		read.Get("/dlq", httpx.Handler(s.listDead))
 		read.Get("/workers", httpx.Handler(s.listWorkers))
 		read.Get("/workers/{id}", httpx.Handler(s.getWorker))
+		s.opsRoutes(read, admin, body) // operations.go, scheduled.go, workers.go
 
 		admin.With(body).Post("/jobs/{id}/cancel", httpx.Handler(s.cancelJob))
 		admin.With(body).Post("/dlq/{id}/requeue", httpx.Handler(s.requeueDead))

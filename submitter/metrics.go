@@ -90,6 +90,11 @@ const (
 	// create, pause, resume, delete and trigger.
 	storeOpScheduleRead  storeOp = "schedule_read"
 	storeOpScheduleWrite storeOp = "schedule_write"
+
+	storeOpOperation storeOp = "operation"
+	storeOpDrain     storeOp = "drain"
+	storeOpScheduled storeOp = "scheduled"
+	storeOpRunNow    storeOp = "run_now"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -103,7 +108,8 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpRollup, storeOpScheduleRead, storeOpScheduleWrite}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpRollup, storeOpScheduleRead, storeOpScheduleWrite,
+		storeOpOperation, storeOpDrain, storeOpScheduled, storeOpRunNow}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

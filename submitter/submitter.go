@@ -67,6 +67,7 @@ type Server struct {
 	inserts  *insertBatcher // single submissions, coalesced
 	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
 	names    *jobNames      // Config.RejectUnknownJobNames; nil when off
+	ops      *opRunner      // background bulk operations (operations.go)
 
 	authn    httpx.Authenticator // nil: auth is off
 	limiter  *httpx.RateLimiter  // per caller; nil: no limit
@@ -132,6 +133,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		st.Close()
 		return nil, err
 	}
+	s.ops = newOpRunner(s)
 	s.handler = s.routes(httpx.NewMetrics(reg))
 	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
 	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})
@@ -202,6 +204,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
 		s.console.Close()
+		s.ops.close()
 		s.inserts.Close()
 		s.backlog.Close()
 		s.stopWaker()

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/dtsched/dts/internal/wire"
@@ -22,8 +24,8 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 
 func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	hb := wire.Heartbeat{WorkerID: w.cfg.ID, JobTypes: w.jobTypes(), Concurrency: w.cfg.Concurrency,
-		Prefetch: w.cfg.Prefetch,
-		Draining: w.draining.Load(), Stopped: stopped, Credential: w.cfg.Credential, Codec: wire.CodecBinary, SentAt: time.Now()}
+		Prefetch: w.cfg.Prefetch, Draining: w.draining.Load(), Stopped: stopped, Credential: w.cfg.Credential,
+		Codec: wire.CodecBinary, SentAt: time.Now(), Host: hostName, Version: buildVersion}
 	// Each job's newest lease only: an older attempt still running here, or
 	// its unsent result, has a lease that has ended and holds no slot the
 	// coordinator knows of.
@@ -38,4 +40,42 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 		w.metrics.countRedisError(redisOpHeartbeat)
 		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
+}
+
+// hostName and buildVersion are what heartbeats say about this process,
+// for the operators' Workers page.
+var (
+	hostName, _  = os.Hostname()
+	buildVersion = readBuildVersion()
+)
+
+// readBuildVersion is the main module's version, or the VCS revision it
+// was built from (12 digits, "+dirty" when modified), or "dev".
+func readBuildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return rev
 }

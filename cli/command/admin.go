@@ -96,7 +96,7 @@ func (a *app) workersCmd() *cobra.Command {
 				{"JOB TYPES", strings.Join(w.JobTypes, ", ")}})
 		}),
 	}
-	return group(cmd, ls, get)
+	return group(cmd, ls, get, a.workersDrainCmd())
 }
 
 // ---- stats ----

@@ -337,7 +337,7 @@ func (a *app) jobsWatchCmd() *cobra.Command {
 // status, when set, is a fixed status filter (dlq commands).
 func (a *app) actionCmd(use, action, status, short, example string) *cobra.Command {
 	var fl filters
-	var dryRun, yes bool
+	var dryRun, yes, background bool
 	cmd := &cobra.Command{
 		Use:     use + " [ID...]",
 		Short:   short,
@@ -348,8 +348,8 @@ func (a *app) actionCmd(use, action, status, short, example string) *cobra.Comma
 				if filtered && status == "" || fl.all || fl.name != "" {
 					return usagef("give ids or filters, not both")
 				}
-				if dryRun || yes {
-					return usagef("--dry-run and --yes are for filters, not ids")
+				if dryRun || yes || background {
+					return usagef("--dry-run, --yes and --background are for filters, not ids")
 				}
 				return eachID(a, args, func(id string) error { return a.act(cmd, action, id) })
 			}
@@ -360,12 +360,19 @@ func (a *app) actionCmd(use, action, status, short, example string) *cobra.Comma
 			if !dryRun && !yes {
 				return usagef("a %s by filter changes every job it selects: add --dry-run to count them or --yes to go ahead", use)
 			}
-			req.DryRun = dryRun
+			req.DryRun, req.Background = dryRun, background
 			res, err := a.c.Bulk(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
 			switch {
+			case background && !dryRun && a.output == "table" && res.OperationID == "":
+				_, err = fmt.Fprintf(a.env.Stdout, "%s: no job matches\n", action)
+			case background && !dryRun && a.output == "table" && a.quiet:
+				_, err = fmt.Fprintln(a.env.Stdout, res.OperationID)
+			case background && !dryRun && a.output == "table":
+				_, err = fmt.Fprintf(a.env.Stdout, "%s of %d jobs started: operation %s (dtsctl operations get %s)\n",
+					action, res.Matched, res.OperationID, res.OperationID)
 			case a.output != "table":
 				return emitOne(a, res, "", nil)
 			case dryRun || a.quiet:
@@ -389,6 +396,7 @@ func (a *app) actionCmd(use, action, status, short, example string) *cobra.Comma
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print how many jobs the filters select; change nothing")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "act on every job the filters select")
+	cmd.Flags().BoolVar(&background, "background", false, "with --yes: run as a background operation, in batches, and print its id")
 	return cmd
 }
 

@@ -41,6 +41,9 @@ const (
 	AuditJobRequeue             = "job.requeue"
 	AuditJobDelete              = "job.delete"
 	AuditJobBulk                = "job.bulk" // target_id: the action; details: its filters and counts
+	AuditJobRunNow              = "job.run_now"
+	AuditWorkerDrain            = "worker.drain"
+	AuditOperationCancel        = "operation.cancel"
 	AuditTokenCreate            = "token.create"
 	AuditTokenRevoke            = "token.revoke"
 	AuditWorkerCredentialCreate = "worker_credential.create"
@@ -49,6 +52,8 @@ const (
 	AuditTargetJob              = "job"
 	AuditTargetAPIKey           = "api_key"
 	AuditTargetWorkerCredential = "worker_credential"
+	AuditTargetWorker           = "worker"
+	AuditTargetOperation        = "operation"
 )
 
 func auditInsert(ctx context.Context, db querier, e AuditEntry) (int64, error) {

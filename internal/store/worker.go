@@ -18,6 +18,12 @@ type WorkerRow struct {
 	InFlight        int
 	LastHeartbeatAt time.Time
 	LastAssignedAt  *time.Time
+	Host, Version   string // from its heartbeats; "" when it does not say
+	// DrainRequestedAt is when an operator asked that it get no new jobs
+	// (WorkerDrain), by DrainRequestedBy; nil: never. WorkerSync leaves
+	// both alone.
+	DrainRequestedAt *time.Time
+	DrainRequestedBy string
 }
 
 // WorkerSync writes the leader's view of the fleet: it upserts every worker
@@ -27,7 +33,9 @@ func (s *Store) WorkerSync(ctx context.Context, epoch int64, ws []WorkerRow) err
 	ids, states, types := make([]string, n), make([]string, n), make([]string, n)
 	conc, inflight := make([]int32, n), make([]int32, n)
 	beats, assigned := make([]time.Time, n), make([]*time.Time, n)
+	hosts, versions := make([]string, n), make([]string, n)
 	for i, w := range ws {
+		hosts[i], versions[i] = w.Host, w.Version
 		ids[i], states[i] = w.ID, w.State
 		conc[i], inflight[i] = int32(w.Concurrency), int32(w.InFlight)
 		beats[i], assigned[i] = w.LastHeartbeatAt, w.LastAssignedAt
@@ -35,7 +43,7 @@ func (s *Store) WorkerSync(ctx context.Context, epoch int64, ws []WorkerRow) err
 		types[i] = strings.Join(w.JobTypes, "\x1f")
 	}
 	_, err := s.pool.Exec(ctx, q("WorkerSync"),
-		ids, types, conc, states, inflight, beats, assigned, epoch)
+		ids, types, conc, states, inflight, beats, assigned, epoch, hosts, versions)
 	if err != nil {
 		return fmt.Errorf("sync workers: %w", interpretError(err))
 	}
@@ -71,7 +79,7 @@ func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
 	var out []WorkerRow
 	for rows.Next() {
 		var w WorkerRow
-		if err := rows.Scan(&w.ID, &w.JobTypes, &w.Concurrency, &w.State, &w.InFlight, &w.LastHeartbeatAt, &w.LastAssignedAt); err != nil {
+		if err := rows.Scan(workerDest(&w)...); err != nil {
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
 		out = append(out, w)
@@ -83,7 +91,7 @@ func (s *Store) WorkerList(ctx context.Context) ([]WorkerRow, error) {
 func (s *Store) WorkerGet(ctx context.Context, id string) (WorkerRow, error) {
 	var w WorkerRow
 	err := s.pool.QueryRow(ctx, q("WorkerGet"), id).
-		Scan(&w.ID, &w.JobTypes, &w.Concurrency, &w.State, &w.InFlight, &w.LastHeartbeatAt, &w.LastAssignedAt)
+		Scan(workerDest(&w)...)
 	if err != nil {
 		return w, fmt.Errorf("get worker %s: %w", id, interpretError(err))
 	}
@@ -102,4 +110,59 @@ func (s *Store) WorkerJobTypes(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list worker job types: %w", interpretError(err))
 	}
 	return types, nil
+}
+
+// workerDest lists where a {{workerColumns}} row is scanned.
+func workerDest(w *WorkerRow) []any {
+	return []any{&w.ID, &w.JobTypes, &w.Concurrency, &w.State, &w.InFlight, &w.LastHeartbeatAt, &w.LastAssignedAt,
+		&w.Host, &w.Version, &w.DrainRequestedAt, &w.DrainRequestedBy}
+}
+
+// WorkerDrain records an operator's request (by actor) that a worker get
+// no new jobs, and returns its row; a repeated request keeps the first
+// one's time and actor. An unknown id is job.ErrNotFound. The leader reads
+// the flag at its next worker sync (WorkerDrainList).
+func (s *Store) WorkerDrain(ctx context.Context, id, actor string) (WorkerRow, error) {
+	var w WorkerRow
+	if err := s.pool.QueryRow(ctx, q("WorkerDrain"), id, actor).Scan(workerDest(&w)...); err != nil {
+		return w, fmt.Errorf("drain worker %s: %w", id, interpretError(err))
+	}
+	return w, nil
+}
+
+// WorkerDrainList returns the ids of the workers an operator asked to
+// drain, sorted.
+func (s *Store) WorkerDrainList(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, q("WorkerDrainList"))
+	if err != nil {
+		return nil, fmt.Errorf("list drained workers: %w", interpretError(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list drained workers: %w", interpretError(err))
+	}
+	return ids, nil
+}
+
+// WorkerLeasedJobs returns the ids of the leased jobs by worker id, each
+// list sorted (at most a worker's concurrency each).
+func (s *Store) WorkerLeasedJobs(ctx context.Context) (map[string][]int64, error) {
+	rows, err := s.pool.Query(ctx, q("WorkerLeasedJobs"))
+	if err != nil {
+		return nil, fmt.Errorf("list leased jobs: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := map[string][]int64{}
+	for rows.Next() {
+		var id string
+		var jobs []int64
+		if err := rows.Scan(&id, &jobs); err != nil {
+			return nil, fmt.Errorf("list leased jobs: %w", err)
+		}
+		out[id] = jobs
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list leased jobs: %w", interpretError(err))
+	}
+	return out, nil
 }

@@ -83,8 +83,15 @@ type BulkRequest struct {
 	Status string `json:"status,omitempty"`
 	// Name keeps jobs of one type. Empty: any.
 	Name string `json:"name,omitempty"`
+	// Queue keeps jobs of one queue. Empty: any.
+	Queue string `json:"queue,omitempty"`
 	// DryRun counts the jobs selected and changes nothing.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Background runs the action as an operation (GET /operations/{id}):
+	// the answer (202) carries its id at once, and the jobs change a batch
+	// of at most 1000 per transaction, with visible progress, until it ends
+	// or is canceled.
+	Background bool `json:"background,omitempty"`
 }
 
 // BulkResponse answers POST /jobs/bulk. Matched is how many jobs the
@@ -95,6 +102,10 @@ type BulkResponse struct {
 	DryRun   bool   `json:"dry_run"`
 	Matched  int64  `json:"matched"`
 	Affected int64  `json:"affected"`
+	// Background and OperationID: the request asked for a background
+	// operation, and its id ("" when no job matched: nothing runs).
+	Background  bool   `json:"background,omitempty"`
+	OperationID string `json:"operation_id,omitempty"`
 }
 
 // Worker is a worker as GET /workers shows it: the leader coordinator's
@@ -107,6 +118,15 @@ type Worker struct {
 	InFlight        int        `json:"in_flight"`
 	LastHeartbeatAt time.Time  `json:"last_heartbeat_at"`
 	LastAssignedAt  *time.Time `json:"last_assigned_at"`
+	Host            string     `json:"host"`    // as its heartbeats say; "" when they do not
+	Version         string     `json:"version"` // its build, as its heartbeats say
+	// DrainRequestedAt is when an operator asked that it get no new jobs
+	// (POST /workers/{id}/drain), by DrainRequestedBy; null: never.
+	DrainRequestedAt *time.Time `json:"drain_requested_at"`
+	DrainRequestedBy string     `json:"drain_requested_by,omitempty"`
+	// LeasedJobs are the ids of the jobs it holds leased, as PostgreSQL
+	// records them.
+	LeasedJobs []string `json:"leased_jobs"`
 }
 
 // WorkerListResponse answers GET /workers, by worker id.

@@ -89,8 +89,10 @@ type Heartbeat struct {
 	Credential string     `json:"credential,omitempty"`
 	// Codec is the newest codec of deliveries the worker reads (codec.go):
 	// CodecJSON (0, omitted) or CodecBinary.
-	Codec  int       `json:"codec,omitempty"`
-	SentAt time.Time `json:"sent_at"` // informational only; ages use the receiver's clock
+	Codec   int       `json:"codec,omitempty"`
+	SentAt  time.Time `json:"sent_at"`           // informational only; ages use the receiver's clock
+	Host    string    `json:"host,omitempty"`    // the worker's host name, for operators
+	Version string    `json:"version,omitempty"` // the worker's build, for operators
 }
 
 // DeadEntry is one dead-letter list entry: which job died, why, and its

@@ -65,19 +65,21 @@ type site struct {
 	failed     []string
 	bulk       []string
 	bigPayload string
+	dbURL      string // for processes a test starts (browser_ops_test.go)
+	prefix     string
 }
 
 func newSite(t *testing.T) *site {
 	t.Helper()
-	dbURL := pgtest.NewDatabase(t)
-	cfg := submitter.Config{DatabaseURL: dbURL, RedisURL: redistest.URL(), RedisPrefix: redistest.Prefix(t),
+	dbURL, prefix := pgtest.NewDatabase(t), redistest.Prefix(t)
+	cfg := submitter.Config{DatabaseURL: dbURL, RedisURL: redistest.URL(), RedisPrefix: prefix,
 		UIBasePath: "/console", Auth: auth.Config{APIKeys: true}}
 	srv, err := submitter.New(t.Context(), cfg, slogFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	s := &site{t: t, api: httptest.NewServer(srv.Handler())}
+	s := &site{t: t, api: httptest.NewServer(srv.Handler()), dbURL: dbURL, prefix: prefix}
 	t.Cleanup(s.api.Close)
 	target, _ := url.Parse(s.api.URL)
 	s.proxy = httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {

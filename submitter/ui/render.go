@@ -51,12 +51,12 @@ var funcs = template.FuncMap{
 }
 
 func parseTemplates() (map[string]*template.Template, error) {
-	base, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/charts.html")
+	base, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/charts.html", "templates/bulkform.html")
 	if err != nil {
 		return nil, fmt.Errorf("parse layout: %w", err)
 	}
 	out := map[string]*template.Template{}
-	for _, name := range pageNames {
+	for _, name := range append(pageNames, opsPages...) {
 		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse page %s: %w", name, err)

@@ -60,6 +60,7 @@ import (
 // read the acting principal from ctx (httpx.WithPrincipal) for the audit
 // log.
 type Service interface {
+	OpsService // ops.go
 	Stats(ctx context.Context) (wire.StatsResponse, error)
 	Leader(ctx context.Context) (id string, epoch int64, err error)
 	JobGet(ctx context.Context, id int64) (wire.Job, error)
@@ -185,6 +186,7 @@ func (c *Console) routes() http.Handler {
 		r.Get("/dlq", c.dead)
 		r.Post("/dlq/requeue", c.requeueSelected)
 		r.Post("/dlq/{id}/requeue", c.requeueOne)
+		c.opsRoutes(r) // ops.go
 	})
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +207,7 @@ const (
 // mounted, the URL path otherwise).
 func (c *Console) relative(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
+		p := r.URL.EscapedPath() // an escaped "/" in an id is no level
 		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
 			p = rctx.RoutePath
 		}

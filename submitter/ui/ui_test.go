@@ -40,6 +40,12 @@ type fakeService struct {
 	rollup   []store.RollupRow
 	requeued []int64
 	lists    []store.JobListParams
+	// ops_test.go's actions
+	drained    []string
+	ran        []int64
+	canceled   []int64
+	bulk       []wire.BulkRequest
+	opCanceled []int64
 }
 
 func newFake() *fakeService {

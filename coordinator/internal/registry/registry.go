@@ -36,8 +36,13 @@ type Worker struct {
 	// Codec is the newest delivery codec it reads (wire.CodecJSON or
 	// wire.CodecBinary), from its heartbeats.
 	Codec    int
-	Draining bool
-	Gone     bool // unavailable: missed heartbeats or said it stopped
+	Draining bool // the worker said it is shutting down
+	// DrainRequested: an operator asked that it get no new jobs (POST
+	// /workers/{id}/drain); the leader reads the flags from PostgreSQL at
+	// every worker sync (SetDrainRequested). It keeps its running jobs.
+	DrainRequested bool
+	Host, Version  string // what its heartbeats say
+	Gone           bool   // unavailable: missed heartbeats or said it stopped
 	// StoppedAt is when it said it stopped; zero otherwise, and zero again
 	// once its leftover leases were released.
 	StoppedAt time.Time
@@ -62,7 +67,7 @@ func (w *Worker) State() string {
 	switch {
 	case w.Gone:
 		return StateUnavailable
-	case w.Draining:
+	case w.Draining || w.DrainRequested:
 		return StateDraining
 	case w.busySlots() >= w.Concurrency:
 		return StateBusy
@@ -74,7 +79,7 @@ func (w *Worker) busySlots() int { return max(len(w.InFlight), w.Reported) }
 
 // free is how many more jobs it takes: free slots, then prefetch.
 func (w *Worker) free() int {
-	if w.Gone || w.Draining {
+	if w.Gone || w.Draining || w.DrainRequested {
 		return 0
 	}
 	return max(w.Concurrency+w.Prefetch-w.busySlots(), 0)
@@ -123,6 +128,7 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	}
 	w.Types, w.Concurrency, w.Codec, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Codec, hb.Draining, now, false
 	w.Prefetch, w.Reported, w.StoppedAt = hb.Prefetch, len(hb.InFlight), time.Time{}
+	w.Host, w.Version = hb.Host, hb.Version
 	return joined
 }
 
@@ -393,7 +399,17 @@ func (r *Registry) Usable(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.workers[id]
-	return ok && !w.Gone && !w.Draining
+	return ok && !w.Gone && !w.Draining && !w.DrainRequested
+}
+
+// SetDrainRequested marks the workers in ids as asked to drain, and every
+// other worker as not.
+func (r *Registry) SetDrainRequested(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, w := range r.workers {
+		w.DrainRequested = slices.Contains(ids, id)
+	}
 }
 
 // Forget removes a worker that stopped cleanly (its leases already

@@ -230,3 +230,26 @@ func TestSlotsPrefetchAfterFreeSlots(t *testing.T) {
 		}
 	}
 }
+
+func TestDrainRequestedGetsNoSlots(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	r.Heartbeat(hb("a", 2), t0)
+	r.Heartbeat(hb("b", 2), t0)
+	r.SetDrainRequested([]string{"b"})
+	if got := r.Slots(10); len(got) != 1 || !reflect.DeepEqual(got[0].Slots, []string{"a", "a"}) {
+		t.Errorf("slots = %+v; want a's only", got)
+	}
+	snap := r.Snapshot()
+	if snap[1].State() != StateDraining || r.Usable("b") {
+		t.Errorf("b is %s, usable %v; want draining, not usable", snap[1].State(), r.Usable("b"))
+	}
+	r.Heartbeat(hb("b", 2), t0) // a heartbeat does not undo it
+	if r.Usable("b") {
+		t.Error("a heartbeat cleared the drain")
+	}
+	r.SetDrainRequested(nil)
+	if !r.Usable("b") {
+		t.Error("b is still drained after its flag went")
+	}
+}

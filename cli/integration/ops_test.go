@@ -1,0 +1,83 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/cli/command"
+	"github.com/dtsched/dts/worker"
+)
+
+// eventually polls cond every 20 ms for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestWorkersDrain(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.run(map[string]worker.HandlerFunc{"echo": func(ctx context.Context, j *worker.Job) (any, error) { return nil, nil }})
+	eventually(t, "w1 recorded", func() bool { return s.dtsctl("workers", "ls", "-q").stdout == "w1\n" })
+	golden(t, "workers_drain.golden", s.ok("workers", "drain", "w1"))
+	var w map[string]any
+	eventually(t, "w1 draining", func() bool {
+		_ = json.Unmarshal([]byte(s.ok("workers", "get", "w1", "-o", "json")), &w)
+		return w["state"] == "draining"
+	})
+	if w["drain_requested_by"] != "anonymous" || w["drain_requested_at"] == nil {
+		t.Errorf("drained worker %v", w)
+	}
+	if r := s.dtsctl("workers", "drain", "nope"); r.code != command.ExitNotFound || !strings.Contains(r.stderr, "not_found") {
+		t.Errorf("drain unknown: exit %d %s", r.code, r.stderr)
+	}
+	audit := s.ok("audit", "ls", "-o", "jsonl")
+	if !strings.Contains(audit, `"action":"worker.drain","target_type":"worker","target_id":"w1"`) {
+		t.Errorf("audit log lacks the drain:\n%s", audit)
+	}
+}
+
+func TestBulkBackgroundOperations(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	for range 4 {
+		s.ok("submit", "a", "--delay", "1h")
+	}
+	if got := s.ok("jobs", "cancel", "--name", "a", "--dry-run", "--background"); got != "4\n" {
+		t.Errorf("--dry-run --background = %q, want 4", got)
+	}
+	if r := s.dtsctl("jobs", "cancel", "1", "--background"); r.code != command.ExitUsage {
+		t.Errorf("--background with ids: exit %d", r.code)
+	}
+	id := strings.TrimSpace(s.ok("jobs", "cancel", "--name", "a", "--yes", "--background", "-q"))
+	if id == "" {
+		t.Fatal("no operation id")
+	}
+	eventually(t, "the operation to end", func() bool {
+		var op map[string]any
+		_ = json.Unmarshal([]byte(s.ok("operations", "get", id, "-o", "json")), &op)
+		return op["state"] == "done"
+	})
+	golden(t, "operations_get.golden", s.ok("operations", "get", id))
+	if got := s.ok("jobs", "ls", "--status", "canceled", "-q"); got != "4\n3\n2\n1\n" {
+		t.Errorf("canceled jobs %q", got)
+	}
+	if got := s.ok("operations", "ls", "-q"); got != id+"\n" {
+		t.Errorf("operations ls -q = %q", got)
+	}
+	if r := s.dtsctl("operations", "cancel", id); r.code != command.ExitError || !strings.Contains(r.stderr, "conflict") {
+		t.Errorf("cancel an ended operation: exit %d %s", r.code, r.stderr)
+	}
+	if got := s.ok("jobs", "cancel", "--name", "a", "--yes", "--background"); got != "cancel: no job matches\n" {
+		t.Errorf("nothing left: %q", got)
+	}
+}

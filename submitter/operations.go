@@ -1,0 +1,423 @@
+package submitter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// This file holds background bulk operations: POST /jobs/bulk with
+// background (and the console's "all N matching"), GET /operations[/{id}]
+// (read) and POST /operations/{id}/cancel (admin; audited).
+//
+// An operation is a row in PostgreSQL (store.Operation); this submitter
+// runs the ones it started, a batch of at most store.DefaultBulkBatch jobs
+// per transaction, holding each one's lease (opLease) and extending it with
+// every batch. A submitter that stops gives its operations back
+// (OperationRelease); every submitter looks for operations whose lease ran
+// out (opSweepInterval) and goes on with them from their cursor, so an
+// operation outlives the process that started it. The audit row written
+// when it starts gets its outcome when it ends, whoever ends it.
+
+// Background operation timings.
+const (
+	opLease         = 30 * time.Second // a batch takes far less
+	opSweepInterval = 5 * time.Second  // how often to look for abandoned operations
+	opRetryWait     = time.Second      // after a failed batch
+	opMaxFailures   = 5                // failed batches in a row before the operation fails
+	opListLimit     = 50               // GET /operations
+)
+
+// opRunner runs this submitter's background operations.
+type opRunner struct {
+	s     *Server
+	owner string // this process, as the operations' owner column says
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	held  map[int64]bool
+}
+
+func newOpRunner(s *Server) *opRunner {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	ctx, stop := context.WithCancel(context.Background())
+	o := &opRunner{s: s, owner: "submitter-" + hex.EncodeToString(b), ctx: ctx, stop: stop, held: map[int64]bool{}}
+	o.wg.Go(o.sweep)
+	return o
+}
+
+// launch runs operation id in the background unless it runs already here.
+func (o *opRunner) launch(id int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.held[id] || o.ctx.Err() != nil {
+		return
+	}
+	o.held[id] = true
+	o.wg.Go(func() {
+		defer func() {
+			o.mu.Lock()
+			delete(o.held, id)
+			o.mu.Unlock()
+		}()
+		o.run(id)
+	})
+}
+
+// run steps operation id until it ends, is canceled or taken over, or
+// the runner stops (the lease is then released by close).
+func (o *opRunner) run(id int64) {
+	ctx, log := o.ctx, o.s.logger.With("operation_id", id)
+	failures := 0
+	for ctx.Err() == nil {
+		res, err := o.s.store.OperationStep(ctx, id, o.owner, opLease, store.DefaultBulkBatch)
+		switch {
+		case errors.Is(err, store.ErrOperationLost):
+			if op, gerr := o.s.store.OperationGet(ctx, id); gerr == nil && op.State == store.OperationCanceled {
+				o.finish(ctx, op)
+			}
+			return
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			o.s.storeError(storeOpOperation, err)
+			failures++
+			log.WarnContext(ctx, "operation batch failed", "failures", failures, "error", err)
+			if failures >= opMaxFailures {
+				if ferr := o.s.store.OperationFail(ctx, id, o.owner, "batches kept failing: "+err.Error()); ferr != nil {
+					log.ErrorContext(ctx, "record failed operation", "error", ferr)
+					return
+				}
+				if op, gerr := o.s.store.OperationGet(ctx, id); gerr == nil {
+					o.finish(ctx, op)
+				}
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(opRetryWait):
+			}
+			continue
+		}
+		failures = 0
+		if res.Affected > 0 && res.Op.Action == wire.BulkRequeue {
+			o.s.wake()
+		}
+		o.s.tellCanceled(ctx, res.Leased)
+		if res.Op.State != store.OperationRunning {
+			o.finish(ctx, res.Op)
+			return
+		}
+	}
+}
+
+// finish records an ended operation's outcome in the audit row of its start.
+func (o *opRunner) finish(ctx context.Context, op store.Operation) {
+	o.s.logger.InfoContext(ctx, "operation ended", "operation_id", op.ID, "action", op.Action, "state", op.State,
+		"matched", op.Matched, "affected", op.Affected)
+	if op.AuditID == 0 {
+		return
+	}
+	out := map[string]any{"result": op.State, "operation_id": formatID(op.ID), "matched": op.Matched,
+		"processed": op.Processed, "affected": op.Affected}
+	if op.Error != "" {
+		out["error"] = op.Error
+	}
+	if op.CanceledBy != "" {
+		out["canceled_by"] = op.CanceledBy
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bestEffortTimeout)
+	defer cancel()
+	if err := o.s.store.AuditSetOutcome(actx, op.AuditID, out); err != nil {
+		o.s.metrics.countStoreError(storeOpAudit)
+		o.s.logger.ErrorContext(actx, "record audit outcome", "audit_id", op.AuditID, "error", err)
+	}
+}
+
+// sweep takes over operations whose owner stopped or vanished.
+func (o *opRunner) sweep() {
+	t := time.NewTicker(opSweepInterval)
+	defer t.Stop()
+	for {
+		for o.ctx.Err() == nil {
+			op, ok, err := o.s.store.OperationClaimStale(o.ctx, o.owner, opLease)
+			if err != nil {
+				if o.ctx.Err() == nil {
+					o.s.storeError(storeOpOperation, err)
+					o.s.logger.WarnContext(o.ctx, "look for abandoned operations", "error", err)
+				}
+				break
+			}
+			if !ok {
+				break
+			}
+			o.s.logger.InfoContext(o.ctx, "taking over an operation", "operation_id", op.ID, "affected", op.Affected)
+			o.launch(op.ID)
+		}
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// close stops the runs (each between batches: a batch's transaction is
+// rolled back if cut) and gives this process's running operations back,
+// for the next submitter to go on with. Idempotent.
+func (o *opRunner) close() {
+	if o.ctx.Err() != nil {
+		return
+	}
+	o.stop()
+	o.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), bestEffortTimeout)
+	defer cancel()
+	if err := o.s.store.OperationRelease(ctx, o.owner); err != nil {
+		o.s.logger.WarnContext(ctx, "release operations", "error", err)
+	}
+}
+
+// ---- service ----
+
+// bulkFilter validates the filters of a bulk request and returns the
+// states the action applies to, narrowed by the status filter.
+func bulkFilter(req wire.BulkRequest) (store.OperationFilter, error) {
+	states, ok := bulkStates[req.Action]
+	if !ok {
+		return store.OperationFilter{}, httpx.InvalidField("action", "must be one of %s, %s, %s", wire.BulkCancel, wire.BulkRequeue, wire.BulkDelete)
+	}
+	f := store.OperationFilter{States: states, Name: req.Name, Queue: req.Queue}
+	if req.Status != "" {
+		st := job.State(req.Status)
+		if !slices.Contains(states, st) {
+			return f, httpx.InvalidField("status", "%s applies to %s", req.Action, statesOf(states))
+		}
+		f.States = []job.State{st}
+	}
+	if req.Name != "" {
+		if msg := checkText(req.Name, maxNameLen); msg != "" {
+			return f, httpx.InvalidField("name", "%s", msg)
+		}
+	}
+	if req.Queue != "" && !validQueue(req.Queue) {
+		return f, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
+	}
+	return f, nil
+}
+
+// BulkCount counts the jobs a bulk request's filters select now.
+func (v service) BulkCount(ctx context.Context, req wire.BulkRequest) (int64, error) {
+	f, err := bulkFilter(req)
+	if err != nil {
+		return 0, err
+	}
+	n, err := v.s.store.OperationCount(ctx, req.Action, f)
+	if err != nil {
+		return 0, v.s.storeError(storeOpOperation, err)
+	}
+	return n, nil
+}
+
+// BulkStart counts the jobs req's filters select and, unless none, starts
+// a background operation on them (audited: the row is written first and
+// gets the outcome when the operation ends).
+func (v service) BulkStart(ctx context.Context, req wire.BulkRequest) (wire.BulkResponse, error) {
+	f, err := bulkFilter(req)
+	if err != nil {
+		return wire.BulkResponse{}, err
+	}
+	n, err := v.s.store.OperationCount(ctx, req.Action, f)
+	if err != nil {
+		return wire.BulkResponse{}, v.s.storeError(storeOpOperation, err)
+	}
+	resp := wire.BulkResponse{Action: req.Action, Matched: n}
+	if n == 0 {
+		return resp, nil
+	}
+	actor := httpx.PrincipalFrom(ctx).Actor()
+	auditID, err := v.s.store.AuditInsert(ctx, store.AuditEntry{Actor: actor, Action: store.AuditJobBulk, TargetType: store.AuditTargetJob,
+		TargetID: req.Action, Details: detailsOf(map[string]any{"result": "attempted", "background": true, "status": req.Status,
+			"name": req.Name, "queue": req.Queue, "matched": n})})
+	if err != nil {
+		return resp, v.s.storeError(storeOpAudit, err)
+	}
+	op, err := v.s.store.OperationCreate(ctx, store.OperationCreateParams{Action: req.Action, Filter: f, Matched: n,
+		Actor: actor, AuditID: auditID, Owner: v.s.ops.owner, Lease: opLease})
+	if err != nil {
+		err = v.s.storeError(storeOpOperation, err)
+		out := failure(err)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bestEffortTimeout)
+		defer cancel()
+		_ = v.s.store.AuditSetOutcome(actx, auditID, out) // best effort, as audit's done
+		return resp, err
+	}
+	v.s.ops.launch(op.ID)
+	resp.OperationID = formatID(op.ID)
+	return resp, nil
+}
+
+// OperationGet returns one operation.
+func (v service) OperationGet(ctx context.Context, id int64) (wire.Operation, error) {
+	op, err := v.s.store.OperationGet(ctx, id)
+	if err != nil {
+		return wire.Operation{}, v.operationError(err)
+	}
+	return operationView(op), nil
+}
+
+// OperationList returns the newest operations.
+func (v service) OperationList(ctx context.Context) ([]wire.Operation, error) {
+	ops, err := v.s.store.OperationList(ctx, opListLimit)
+	if err != nil {
+		return nil, v.s.storeError(storeOpOperation, err)
+	}
+	out := make([]wire.Operation, len(ops))
+	for i, op := range ops {
+		out[i] = operationView(op)
+	}
+	return out, nil
+}
+
+// OperationCancel cancels a running operation (audited): no batch starts
+// after it; what the batches committed before stays done.
+func (v service) OperationCancel(ctx context.Context, id int64) (wire.Operation, error) {
+	done, err := v.s.audit(ctx, store.AuditOperationCancel, store.AuditTargetOperation, formatID(id))
+	if err != nil {
+		return wire.Operation{}, err
+	}
+	op, err := v.s.store.OperationCancel(ctx, id, httpx.PrincipalFrom(ctx).Actor())
+	if err != nil {
+		err = v.operationError(err)
+		done(failure(err))
+		return wire.Operation{}, err
+	}
+	done(map[string]any{"result": "ok", "affected": op.Affected})
+	return operationView(op), nil
+}
+
+func (v service) operationError(err error) error {
+	switch {
+	case isNotFound(err):
+		return httpx.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such operation")
+	case isConflict(err):
+		return httpx.Errorf(http.StatusConflict, wire.CodeConflict, "the operation is over")
+	}
+	return v.s.storeError(storeOpOperation, err)
+}
+
+func operationView(op store.Operation) wire.Operation {
+	v := wire.Operation{OperationID: formatID(op.ID), Action: op.Action, Name: op.Filter.Name, Queue: op.Filter.Queue,
+		State: op.State, Matched: op.Matched, Processed: op.Processed, Affected: op.Affected, Actor: op.Actor,
+		CanceledBy: op.CanceledBy, Error: op.Error, CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(),
+		FinishedAt: optTime(op.FinishedAt), Statuses: make([]string, len(op.Filter.States))}
+	for i, st := range op.Filter.States {
+		v.Statuses[i] = string(st)
+	}
+	if v.FinishedAt != nil {
+		t := v.FinishedAt.UTC()
+		v.FinishedAt = &t
+	}
+	return v
+}
+
+// ---- routes ----
+
+// listOperations handles GET /operations (read): the newest 50.
+func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
+	ops, err := s.svc.OperationList(r.Context())
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, wire.OperationListResponse{Operations: ops})
+	return nil
+}
+
+// getOperation handles GET /operations/{id} (read).
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
+	id, err := operationID(r)
+	if err != nil {
+		return err
+	}
+	op, err := s.svc.OperationGet(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, op)
+	return nil
+}
+
+// cancelOperation handles POST /operations/{id}/cancel (admin; audited).
+func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
+	id, err := operationID(r)
+	if err != nil {
+		return err
+	}
+	op, err := s.svc.OperationCancel(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, op)
+	return nil
+}
+
+func operationID(r *http.Request) (int64, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidID, "operation id must be a positive integer")
+	}
+	return id, nil
+}
+
+// bulkBackground answers the POST /jobs/bulk requests that bulkJobs hands
+// over: background ones, and those filtering by queue (which only the
+// background path applies; a dry run of one counts).
+func (s *Server) bulkBackground(w http.ResponseWriter, r *http.Request, req wire.BulkRequest) error {
+	switch {
+	case req.DryRun:
+		n, err := s.svc.BulkCount(r.Context(), req)
+		if err != nil {
+			return err
+		}
+		httpx.WriteJSON(w, http.StatusOK, wire.BulkResponse{Action: req.Action, DryRun: true, Matched: n, Background: req.Background})
+		return nil
+	case !req.Background:
+		if _, err := bulkFilter(req); err != nil {
+			return err
+		}
+		return httpx.InvalidField("queue", "a bulk action by queue runs in the background: add \"background\": true")
+	}
+	resp, err := s.svc.BulkStart(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	resp.Background = true
+	status := http.StatusAccepted
+	if resp.OperationID == "" {
+		status = http.StatusOK // nothing matched: nothing to run
+	}
+	httpx.WriteJSON(w, status, resp)
+	return nil
+}
+
+// detailsOf is an audit row's details.
+func detailsOf(m map[string]any) json.RawMessage {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
