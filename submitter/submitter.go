@@ -232,6 +232,9 @@ const (
 // costs a few PUBLISHes, and each submission is followed by a PUBLISH that
 // starts after its INSERT committed.
 func (s *Server) wake() {
+	if s.console != nil {
+		s.console.Changed()
+	}
 	select {
 	case s.wakeCh <- struct{}{}:
 	default: // one is pending already and will start after our commit

@@ -234,7 +234,17 @@ func (r *refresher) run() {
 		case <-r.stop:
 			return
 		case <-t.C:
-		case <-r.wake: // a viewer found the snapshot stale
+		case <-r.wake: // a viewer found the snapshot stale, or a nudge
+			r.mu.Lock()
+			since := r.now().Sub(r.last.At)
+			r.mu.Unlock()
+			if gap := r.interval/2 - since; gap > 0 {
+				select {
+				case <-r.stop:
+					return
+				case <-time.After(gap):
+				}
+			}
 		}
 		r.mu.Lock()
 		idle := r.streams == 0 && r.now().Sub(r.wanted) > idleAfter
@@ -297,6 +307,24 @@ func (r *refresher) read() {
 	}
 	close(r.fresh)
 	r.fresh = make(chan struct{})
+}
+
+// nudge asks for a read soon because this process just changed jobs (a
+// submit, a requeue): while someone watches a stream, the next read comes
+// at once, or as soon as half an interval has passed since the last one,
+// so that a job submitted here shows within a fraction of a second and
+// reads stay at most two per interval.
+func (r *refresher) nudge() {
+	r.mu.Lock()
+	watched := r.streams > 0 && !r.stopped
+	r.mu.Unlock()
+	if !watched {
+		return
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // close stops the loop and wakes every stream so that it ends.

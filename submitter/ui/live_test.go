@@ -258,3 +258,49 @@ func TestCharts(t *testing.T) {
 		t.Error("without GRAFANA_URL or data: links, or no empty charts")
 	}
 }
+
+// TestLiveNudge: a change this process made (Changed) reaches open streams
+// before the refresher's next timed read, and a flood of them still costs
+// at most two reads per interval.
+func TestLiveNudge(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	const interval = 4 * time.Second
+	c, err := New(f, Config{StatsInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	t.Cleanup(c.Close)
+	s := stream(t, srv, "every=1")
+	batch(t, s, 5*time.Second) // the first: every topic
+	opened := time.Now()
+	time.Sleep(interval/2 + 100*time.Millisecond) // past the least gap between reads
+	before := f.calls.Load()
+	f.pending.Add(1)
+	changed := time.Now()
+	c.Changed()
+	if got := batch(t, s, interval/2); strings.Join(got, ",") != "stats,jobs" {
+		t.Fatalf("after a nudge: %v, want stats,jobs", got)
+	}
+	if d := time.Since(changed); d > time.Second {
+		t.Errorf("the nudged change took %s to arrive", d)
+	}
+	// A flood of nudges: reads stay at most one per half interval.
+	stop := time.After(interval)
+	for flood := true; flood; {
+		select {
+		case <-stop:
+			flood = false
+		case <-time.After(10 * time.Millisecond):
+			c.Changed()
+		case <-s:
+		}
+	}
+	elapsed := time.Since(opened)
+	limit := int64(2*elapsed/interval) + 2
+	if calls := f.calls.Load() - before; calls > limit {
+		t.Errorf("%d store calls in %s of nudges, want at most %d (two per interval)", calls, elapsed, limit)
+	}
+}

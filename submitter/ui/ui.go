@@ -162,6 +162,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.
 // otherwise wait for the streams.
 func (c *Console) Close() { c.snap.close() }
 
+// Changed tells the console that this process just changed jobs (a
+// submit, a requeue), so that open pages show it soon. It never blocks.
+func (c *Console) Changed() { c.snap.nudge() }
+
 func (c *Console) routes() http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
