@@ -79,12 +79,24 @@ type InFlight struct {
 type Heartbeat struct {
 	WorkerID    string     `json:"worker_id"`
 	JobTypes    []string   `json:"job_types"` // "*" means any name
+	// Queues are the queues the worker serves and their weights
+	// (WORKER_QUEUES); none: every queue, by priority alone.
+	Queues []QueueWeight `json:"queues,omitempty"`
 	Concurrency int        `json:"concurrency"`
 	InFlight    []InFlight `json:"in_flight"`
 	Draining    bool       `json:"draining,omitempty"` // shutting down: send no more jobs
 	Stopped     bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
 	Credential  string     `json:"credential,omitempty"`
 	SentAt      time.Time  `json:"sent_at"` // informational only; ages use the receiver's clock
+}
+
+// QueueWeight is one queue a worker serves and its weight: when every
+// queue the worker serves has due jobs, each gets a share of its slots in
+// proportion to its weight. A weight of 0 takes only slots the others
+// leave.
+type QueueWeight struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
 }
 
 // DeadEntry is one dead-letter list entry: which job died, why, and its
