@@ -89,6 +89,8 @@ const (
 	// create, pause, resume, delete and trigger.
 	storeOpScheduleRead  storeOp = "schedule_read"
 	storeOpScheduleWrite storeOp = "schedule_write"
+	storeOpQueues        storeOp = "queues"
+	storeOpQueueWrite    storeOp = "queue_write"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -102,7 +104,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite, storeOpQueues, storeOpQueueWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

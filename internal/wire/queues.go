@@ -79,3 +79,39 @@ func FormatQueueWeights(qs []QueueWeight) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// QueueInfo is one queue as GET /queues shows it.
+type QueueInfo struct {
+	Name string `json:"name"`
+	// Paused: its jobs are not leased (running ones finish).
+	Paused bool `json:"paused"`
+	// Concurrency is the most of its jobs leased at once across the
+	// cluster; 0: no cap.
+	Concurrency int `json:"concurrency"`
+	// Depth is how many of its jobs are due and waiting; Pending counts
+	// the waiting jobs not due yet too.
+	Depth   int64 `json:"depth"`
+	Pending int64 `json:"pending"`
+	// OldestPendingSeconds is how long its oldest due job has waited.
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+	Running              int64   `json:"running"`
+	// CompletedPerMinute and FailedPerMinute count its jobs that finished
+	// so in the last minute (failed: moved to the DLQ).
+	CompletedPerMinute int64 `json:"completed_per_minute"`
+	FailedPerMinute    int64 `json:"failed_per_minute"`
+}
+
+// QueueListResponse is the body of GET /queues.
+type QueueListResponse struct {
+	Queues []QueueInfo `json:"queues"`
+}
+
+// QueueUpdateRequest is the body of PUT or POST /queues/{name}.
+type QueueUpdateRequest struct {
+	// Concurrency caps how many of the queue's jobs are leased at once
+	// across the cluster, 0 to 1000000; 0 removes the cap. Required.
+	Concurrency *int `json:"concurrency"`
+}
+
+// MaxQueueConcurrency is the largest cap PUT /queues/{name} takes.
+const MaxQueueConcurrency = 1_000_000
