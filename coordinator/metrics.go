@@ -341,7 +341,8 @@ const queueOther = "other"
 // queueSeries keeps every paused or capped queue and the largest others
 // (by due jobs plus running, then name) up to max in all, and sums the
 // rest under queueOther (depth and running summed, the oldest age the
-// largest), present only when something was summed.
+// largest), which is always present (at 0 when nothing was summed), so
+// that dashboards see a real 0 rather than no data.
 func queueSeries(qs []store.QueueStats, max int) []store.QueueStats {
 	sorted := slices.Clone(qs)
 	sort.SliceStable(sorted, func(i, j int) bool {
@@ -355,24 +356,18 @@ func queueSeries(qs []store.QueueStats, max int) []store.QueueStats {
 		return a.Name < b.Name
 	})
 	var out []store.QueueStats
-	var other *store.QueueStats
+	other := store.QueueStats{Name: queueOther}
 	for _, q := range sorted {
 		configured := q.Paused || q.Concurrency > 0
 		if (len(out) < max || configured) && q.Name != queueOther {
 			out = append(out, q)
 			continue
 		}
-		if other == nil {
-			other = &store.QueueStats{Name: queueOther}
-		}
 		other.Depth += q.Depth
 		other.Running += q.Running
 		other.OldestAge = math.Max(other.OldestAge, q.OldestAge)
 	}
-	if other != nil {
-		out = append(out, *other)
-	}
-	return out
+	return append(out, other)
 }
 
 func newRegistry() *prometheus.Registry {

@@ -56,7 +56,7 @@ func TestTopUnhandled(t *testing.T) {
 }
 
 // Per-queue series: paused and capped queues always, then the largest up
-// to the bound, the rest summed as other.
+// to the bound, the rest summed as other, which is always there.
 func TestQueueSeries(t *testing.T) {
 	t.Parallel()
 	qs := []store.QueueStats{
@@ -70,7 +70,7 @@ func TestQueueSeries(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("queueSeries =\n%+v\nwant\n%+v", got, want)
 	}
-	if got := queueSeries(qs[:2], 3); len(got) != 2 {
-		t.Fatalf("under the bound: %+v; want the two queues and no other", got)
+	if got := queueSeries(qs[:2], 3); len(got) != 3 || got[2] != (store.QueueStats{Name: "other"}) {
+		t.Fatalf("under the bound: %+v; want the two queues and other at 0", got)
 	}
 }
