@@ -77,17 +77,17 @@ type InFlight struct {
 // The first one registers the worker; each one carries its full description,
 // so a coordinator that just became leader knows the fleet after one interval.
 type Heartbeat struct {
-	WorkerID    string     `json:"worker_id"`
-	JobTypes    []string   `json:"job_types"` // "*" means any name
+	WorkerID string   `json:"worker_id"`
+	JobTypes []string `json:"job_types"` // "*" means any name
 	// Queues are the queues the worker serves and their weights
 	// (WORKER_QUEUES); none: every queue, by priority alone.
-	Queues []QueueWeight `json:"queues,omitempty"`
-	Concurrency int        `json:"concurrency"`
-	InFlight    []InFlight `json:"in_flight"`
-	Draining    bool       `json:"draining,omitempty"` // shutting down: send no more jobs
-	Stopped     bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
-	Credential  string     `json:"credential,omitempty"`
-	SentAt      time.Time  `json:"sent_at"` // informational only; ages use the receiver's clock
+	Queues      []QueueWeight `json:"queues,omitempty"`
+	Concurrency int           `json:"concurrency"`
+	InFlight    []InFlight    `json:"in_flight"`
+	Draining    bool          `json:"draining,omitempty"` // shutting down: send no more jobs
+	Stopped     bool          `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
+	Credential  string        `json:"credential,omitempty"`
+	SentAt      time.Time     `json:"sent_at"` // informational only; ages use the receiver's clock
 }
 
 // QueueWeight is one queue a worker serves and its weight: when every
