@@ -140,7 +140,9 @@ func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.C
 		key := groupKey(g)
 		sp := d.splitters[key]
 		if sp == nil {
-			if d.splitters == nil {
+			if d.splitters == nil || len(d.splitters) >= maxSplitters {
+				// Lists come from heartbeats: bound what they can make
+				// this map hold. Starting over only resets credit.
 				d.splitters = map[string]*shareSplitter{}
 			}
 			sp = &shareSplitter{}
@@ -153,6 +155,10 @@ func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.C
 	}
 	return d.store.JobClaimQueues(ctx, qp)
 }
+
+// maxSplitters bounds the groups whose weighted round robin is kept: far
+// more than distinct WORKER_QUEUES lists in any fleet.
+const maxSplitters = 1024
 
 // groupKey names a slot group by its job types and queues.
 func groupKey(g registry.SlotGroup) string {
