@@ -14,10 +14,12 @@ type overview struct {
 	Stats       wire.StatsResponse
 	Leader      string
 	LeaderEpoch int64
+	Queues      []wire.QueueInfo
 }
 
 // snapshot holds the Overview's numbers for every viewer of this process:
-// they are read (the same query as GET /stats) at most once per interval,
+// they are read (the same queries as GET /stats and GET /queues) at most
+// once per interval,
 // so a wall of open consoles costs one count every interval, not one per
 // page view. A viewer that finds them stale reads them again while the
 // others wait for that one read.
@@ -54,6 +56,10 @@ func (s *snapshot) get(ctx context.Context) (overview, error) {
 	if err != nil {
 		return overview{}, err
 	}
-	s.last = overview{At: s.now(), Stats: st, Leader: id, LeaderEpoch: epoch}
+	qs, err := s.svc.Queues(rctx)
+	if err != nil {
+		return overview{}, err
+	}
+	s.last = overview{At: s.now(), Stats: st, Leader: id, LeaderEpoch: epoch, Queues: qs.Queues}
 	return s.last, nil
 }

@@ -65,6 +65,7 @@ type Service interface {
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
 	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
 	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)
+	Queues(ctx context.Context) (wire.QueueListResponse, error)
 }
 
 // Config configures the console.
