@@ -168,7 +168,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 }
 
 // watchCompleted counts the attempts the running workers complete from now
-// on, by reading their dts_worker_attempts_total every 20 ms until ctx
+// on, by reading their dts_worker_attempts_total every 100 ms until ctx
 // ends. Workers count in memory; the coordinator's /metrics would run
 // count queries in PostgreSQL, the database this scenario measures.
 func (c *cluster) watchCompleted(ctx context.Context) (*atomic.Int64, error) {
@@ -194,7 +194,7 @@ func (c *cluster) watchCompleted(ctx context.Context) (*atomic.Int64, error) {
 	}
 	var done atomic.Int64
 	go func() {
-		t := time.NewTicker(20 * time.Millisecond)
+		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {

@@ -52,22 +52,25 @@ func (e *Error) Is(target error) bool {
 // Sentinels to test an error with errors.Is; each matches the API code of
 // the same name (docs/api.md#errors).
 var (
-	ErrInvalidJSON      = &Error{Status: 400, Code: wire.CodeInvalidJSON}
-	ErrInvalidField     = &Error{Status: 400, Code: wire.CodeInvalidField}
-	ErrInvalidID        = &Error{Status: 400, Code: wire.CodeInvalidID}
-	ErrUnauthorized     = &Error{Status: 401, Code: codeUnauthorized}
-	ErrForbidden        = &Error{Status: 403, Code: codeForbidden}
-	ErrNotFound         = &Error{Status: 404, Code: wire.CodeNotFound}
-	ErrRouteNotFound    = &Error{Status: 404, Code: wire.CodeRouteNotFound}
-	ErrMethodNotAllowed = &Error{Status: 405, Code: wire.CodeMethodNotAllowed}
-	ErrConflict         = &Error{Status: 409, Code: wire.CodeConflict}
-	ErrBodyTooLarge     = &Error{Status: 413, Code: wire.CodeBodyTooLarge}
-	ErrRateLimited      = &Error{Status: 429, Code: codeRateLimited}
-	ErrInternal         = &Error{Status: 500, Code: wire.CodeInternal}
-	ErrOverloaded       = &Error{Status: 503, Code: codeOverloaded}
-	ErrBacklogFull      = &Error{Status: 503, Code: wire.CodeBacklogFull}
-	ErrStoreUnavailable = &Error{Status: 503, Code: wire.CodeStoreUnavailable}
-	ErrUnavailable      = &Error{Status: 503, Code: wire.CodeUnavailable}
+	ErrInvalidJSON       = &Error{Status: 400, Code: wire.CodeInvalidJSON}
+	ErrInvalidField      = &Error{Status: 400, Code: wire.CodeInvalidField}
+	ErrInvalidID         = &Error{Status: 400, Code: wire.CodeInvalidID}
+	ErrInvalidUnique     = &Error{Status: 400, Code: wire.CodeInvalidUnique}
+	ErrUnknownDependency = &Error{Status: 400, Code: wire.CodeUnknownDependency}
+	ErrUnknownJobName    = &Error{Status: 400, Code: wire.CodeUnknownJobName}
+	ErrUnauthorized      = &Error{Status: 401, Code: codeUnauthorized}
+	ErrForbidden         = &Error{Status: 403, Code: codeForbidden}
+	ErrNotFound          = &Error{Status: 404, Code: wire.CodeNotFound}
+	ErrRouteNotFound     = &Error{Status: 404, Code: wire.CodeRouteNotFound}
+	ErrMethodNotAllowed  = &Error{Status: 405, Code: wire.CodeMethodNotAllowed}
+	ErrConflict          = &Error{Status: 409, Code: wire.CodeConflict}
+	ErrBodyTooLarge      = &Error{Status: 413, Code: wire.CodeBodyTooLarge}
+	ErrRateLimited       = &Error{Status: 429, Code: codeRateLimited}
+	ErrInternal          = &Error{Status: 500, Code: wire.CodeInternal}
+	ErrOverloaded        = &Error{Status: 503, Code: codeOverloaded}
+	ErrBacklogFull       = &Error{Status: 503, Code: wire.CodeBacklogFull}
+	ErrStoreUnavailable  = &Error{Status: 503, Code: wire.CodeStoreUnavailable}
+	ErrUnavailable       = &Error{Status: 503, Code: wire.CodeUnavailable}
 )
 
 // The authentication and admission codes are defined by internal/httpx,

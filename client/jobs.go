@@ -92,6 +92,49 @@ func IdempotencyKey(key string) Option {
 	return Option{func(r *wire.SubmitRequest) { r.IdempotencyKey = key }}
 }
 
+// DependsOn makes the job wait (status "waiting") until every job named
+// by id has completed; when one fails for good or is canceled, this job is
+// canceled. An unknown id is ErrUnknownDependency. At most 1000 parents.
+func DependsOn(ids ...string) Option {
+	return Option{func(r *wire.SubmitRequest) {
+		for _, id := range ids {
+			r.DependsOn = append(r.DependsOn, json.RawMessage(strconv.Quote(id)))
+		}
+	}}
+}
+
+// DependsOnIndex makes a job of SubmitBatch wait on earlier jobs of the
+// same batch, named by their index in it (each below the job's own), like
+// DependsOn. Elsewhere the server refuses it.
+func DependsOnIndex(idx ...int) Option {
+	return Option{func(r *wire.SubmitRequest) { r.DependsOnIndex = append(r.DependsOnIndex, idx...) }}
+}
+
+// Unique makes the job unique for d from its submission, rounded up to
+// whole seconds (1s..720h): while the first job with the same name, queue
+// and payload (or UniqueKey) is in one of the counted states (UniqueStates;
+// by default waiting, pending, leased, retrying and completed), a
+// submission answers that job (Submit's Created false) instead of creating
+// another. docs/api.md, "Unique jobs".
+func Unique(d time.Duration) Option {
+	s := int(ceilSeconds(d))
+	return Option{func(r *wire.SubmitRequest) { r.UniqueFor = &s }}
+}
+
+// UniqueStates sets the states in which the first job of a Unique
+// submission still counts as the same job (StatusPending, ...). Only with
+// Unique.
+func UniqueStates(states ...string) Option {
+	return Option{func(r *wire.SubmitRequest) { r.UniqueStates = append([]string{}, states...) }}
+}
+
+// UniqueKey makes key, in place of the payload, the uniqueness key of a
+// Unique submission (with the name and queue). At most 200 characters.
+// Only with Unique.
+func UniqueKey(key string) Option {
+	return Option{func(r *wire.SubmitRequest) { r.UniqueKey = key }}
+}
+
 func ceilSeconds(d time.Duration) int64 {
 	s := int64(d / time.Second)
 	if d%time.Second > 0 {
@@ -128,36 +171,86 @@ func (r Request) wire() (wire.SubmitRequest, error) {
 
 // Submit creates a job named name (the job type) with payload and answers
 // once the job is stored. With IdempotencyKey, a repeat answers the earlier
-// job's id and current status.
+// job's id and current status; with Unique, so does a repeat while the
+// first job holds its claim. SubmitResult tells the two answers apart.
 func (c *Client) Submit(ctx context.Context, name string, payload any, opts ...Option) (Submitted, error) {
-	var out Submitted
+	out, _, err := c.SubmitResult(ctx, name, payload, opts...)
+	return out, err
+}
+
+// SubmitResult is Submit that also says whether the job was created (201)
+// or is an earlier one that an idempotency key or a unique claim matched
+// (200).
+func (c *Client) SubmitResult(ctx context.Context, name string, payload any, opts ...Option) (out Submitted, created bool, err error) {
 	w, err := Request{Name: name, Payload: payload, Options: opts}.wire()
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	body, err := json.Marshal(w)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	r := request{method: http.MethodPost, path: "/submit_job", body: body, idempotent: w.IdempotencyKey != ""}
-	_, err = c.do(ctx, r, &out)
-	return out, err
+	status, err := c.do(ctx, r, &out)
+	return out, status == http.StatusCreated, err
 }
 
 // SubmitBatch creates 1 to 1000 jobs in one statement, all or none, and
 // answers their ids and statuses in the order of reqs.
 func (c *Client) SubmitBatch(ctx context.Context, reqs []Request) ([]Submitted, error) {
-	jobs := make([]wire.SubmitRequest, len(reqs))
+	out, err := c.submitBatch(ctx, reqs, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
+// SubmitBatchCallback is SubmitBatch with a batch callback: a job created
+// waiting on every job of the batch, which runs once all of them are final
+// (completed, failed or canceled) with their outcomes in its payload:
+// {"payload": <callback.Payload>, "jobs": [{job_id, name, status, result,
+// error}, ...]}. The callback takes no DependsOn or DependsOnIndex. It
+// answers the batch's jobs in order, then the callback.
+func (c *Client) SubmitBatchCallback(ctx context.Context, reqs []Request, callback Request) ([]Submitted, Submitted, error) {
+	out, err := c.submitBatch(ctx, reqs, &callback)
+	if err != nil {
+		return nil, Submitted{}, err
+	}
+	if out.Callback == nil {
+		return nil, Submitted{}, fmt.Errorf("submit batch: the answer has no callback job")
+	}
+	return out.Jobs, *out.Callback, nil
+}
+
+func (c *Client) submitBatch(ctx context.Context, reqs []Request, callback *Request) (*wire.BatchSubmitResponse, error) {
+	jobs := make([]json.RawMessage, len(reqs))
 	keyed := len(reqs) > 0
 	for i, r := range reqs {
 		w, err := r.wire()
 		if err != nil {
 			return nil, fmt.Errorf("jobs[%d]: %w", i, err)
 		}
-		jobs[i] = w
+		if jobs[i], err = json.Marshal(w); err != nil {
+			return nil, fmt.Errorf("jobs[%d]: %w", i, err)
+		}
 		keyed = keyed && w.IdempotencyKey != ""
 	}
-	body, err := json.Marshal(jobs)
+	var body []byte
+	var err error
+	if callback == nil {
+		body, err = json.Marshal(jobs)
+	} else {
+		var w wire.SubmitRequest
+		if w, err = callback.wire(); err != nil {
+			return nil, fmt.Errorf("callback: %w", err)
+		}
+		keyed = keyed && w.IdempotencyKey != ""
+		var raw json.RawMessage
+		if raw, err = json.Marshal(w); err != nil {
+			return nil, fmt.Errorf("callback: %w", err)
+		}
+		body, err = json.Marshal(wire.BatchSubmitRequest{Jobs: jobs, Callback: raw})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +259,7 @@ func (c *Client) SubmitBatch(ctx context.Context, reqs []Request) ([]Submitted, 
 	if _, err := c.do(ctx, r, &out); err != nil {
 		return nil, err
 	}
-	return out.Jobs, nil
+	return &out, nil
 }
 
 // Get returns the job with the decimal id. An unknown id is ErrNotFound.
@@ -176,6 +269,31 @@ func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 		return nil, err
 	}
 	return &j, nil
+}
+
+// Progress is what a job's handler last reported (worker.Job.Progress).
+type Progress struct {
+	// Status is the job's status when it was read.
+	Status string
+	// Percent is 0..100, nil when no handler reported any.
+	Percent *int
+	// Message is the report's text ("" if none).
+	Message string
+}
+
+// Progress returns the progress the job's handler last reported, and the
+// job's status. A report outlives its attempt: a completed job shows the
+// last one. An unknown id is ErrNotFound.
+func (c *Client) Progress(ctx context.Context, id string) (Progress, error) {
+	j, err := c.Get(ctx, id)
+	if err != nil {
+		return Progress{}, err
+	}
+	p := Progress{Status: j.Status, Percent: j.Progress}
+	if j.ProgressMessage != nil {
+		p.Message = *j.ProgressMessage
+	}
+	return p, nil
 }
 
 // Wait polls the job until it is completed, failed or canceled and returns

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
@@ -23,7 +24,7 @@ type dispatchStore interface {
 
 // dispatchQueue delivers jobs and carries the submitters' wake-ups.
 type dispatchQueue interface {
-	Deliver(ctx context.Context, byWorker map[string][]wire.Delivery) error
+	Deliver(ctx context.Context, byWorker map[string]queue.Outbox) error
 	SubscribeWake(ctx context.Context) (<-chan struct{}, func())
 }
 
@@ -189,7 +190,7 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (i
 		return n, filled, nil
 	}
 	now := time.Now()
-	byWorker := map[string][]wire.Delivery{}
+	byWorker := map[string]queue.Outbox{}
 	debug := d.log.Enabled(ctx, slog.LevelDebug)
 	for _, j := range claimed {
 		// Record the lease before delivering, so a result that comes back
@@ -198,10 +199,15 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (i
 		if debug {
 			d.log.DebugContext(ctx, "job leased", "job_id", j.ID, "worker_id", j.WorkerID, "attempt", j.Attempt)
 		}
-		byWorker[j.WorkerID] = append(byWorker[j.WorkerID], wire.Delivery{
+		out, ok := byWorker[j.WorkerID]
+		if !ok {
+			out.Binary = d.l.workers.Binary(j.WorkerID)
+		}
+		out.Deliveries = append(out.Deliveries, wire.Delivery{
 			JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
 			MaxRetries: j.MaxRetries, TimeoutSeconds: j.TimeoutSeconds, LeaseToken: j.LeaseToken, CreatedAt: j.CreatedAt,
 		})
+		byWorker[j.WorkerID] = out
 	}
 	t0 = time.Now()
 	err = d.queue.Deliver(ctx, byWorker)

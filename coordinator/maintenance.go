@@ -16,6 +16,8 @@ type maintenanceStore interface {
 	JobCleanup(ctx context.Context, epoch int64, doneAge, failedAge time.Duration, batch int) (int64, error)
 	JobCountState(ctx context.Context, state job.State) (int64, error)
 	DeadMirrorPage(ctx context.Context, after store.DeadCursor, limit int) ([]store.DeadMeta, store.DeadCursor, error)
+	RollupWrite(ctx context.Context, epoch int64, minute time.Time) (int64, error)
+	RollupCleanup(ctx context.Context, epoch int64, age time.Duration) (int64, error)
 }
 
 // maintenanceQueue is the Redis side of the dead-letter mirror.
@@ -29,8 +31,9 @@ type maintenanceQueue interface {
 
 // maintainer records the fleet in PostgreSQL every heartbeat interval,
 // keeps the Redis dead-letter list in step with PostgreSQL's failed jobs,
-// deletes finished jobs past their retention, and forgets workers
-// unavailable for an hour.
+// deletes finished jobs past their retention, forgets workers unavailable
+// for an hour, and writes the per-minute rollup of the console's charts
+// once a minute (rollup.go).
 type maintainer struct {
 	base
 	loop
@@ -47,10 +50,11 @@ func (m *maintainer) Start(ctx context.Context) error {
 func (m *maintainer) run(ctx context.Context) {
 	t := time.NewTicker(m.cfg.HeartbeatInterval)
 	defer t.Stop()
-	var lastClean, lastMirror time.Time
+	var lastClean, lastMirror, lastRollup time.Time
 	for ctx.Err() == nil {
 		now := time.Now()
 		m.syncWorkers(ctx)
+		lastRollup = m.rollup(ctx, now, lastRollup)
 		if now.Sub(lastMirror) >= m.cfg.DeadMirrorInterval {
 			lastMirror = now
 			m.mirrorDead(ctx)
@@ -74,6 +78,7 @@ func (m *maintainer) run(ctx context.Context) {
 }
 
 func (m *maintainer) clean(ctx context.Context) {
+	m.cleanRollup(ctx)
 	if _, err := m.store.WorkerCleanup(ctx, m.l.epoch, m.cfg.RetentionCompleted); err != nil {
 		m.storeError(ctx, storeOpCleanup, err)
 	}

@@ -163,6 +163,7 @@ const (
 	storeOpRelease               storeOp = "release"
 	storeOpReleaseWorker         storeOp = "release_worker"
 	storeOpRenewLease            storeOp = "renew_lease"
+	storeOpRollup                storeOp = "rollup"
 	storeOpScheduleFire          storeOp = "schedule_fire"
 	storeOpScheduleList          storeOp = "schedule_list"
 	storeOpStats                 storeOp = "stats"
@@ -187,7 +188,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
+	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
 	redisOps = []redisOp{redisOpDeliver, redisOpDLQLen, redisOpDLQPush, redisOpDLQRebuild, redisOpDropWorkerQueues, redisOpHeartbeatRead, redisOpRemoveDeliveries, redisOpResultsAck, redisOpResultsGroup, redisOpResultsRead}
 )
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/dtsched/dts/internal/job"
@@ -269,10 +270,13 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 // in order, and the latest report of each lease (stream order is the order
 // a worker sent them in).
 func splitProgress(rs []queue.ReceivedResult) ([]queue.ReceivedResult, []wire.Result) {
+	if !slices.ContainsFunc(rs, func(rr queue.ReceivedResult) bool { return rr.Result.Outcome == wire.OutcomeProgress }) {
+		return rs, nil // the common case: no copy
+	}
 	type lease struct{ job, token int64 }
 	var latest []wire.Result
 	at := map[lease]int{}
-	rest := rs[:0:0]
+	rest := make([]queue.ReceivedResult, 0, len(rs))
 	for _, rr := range rs {
 		r := rr.Result
 		if r.Outcome != wire.OutcomeProgress {

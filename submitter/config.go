@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -93,6 +94,10 @@ type Config struct {
 	// proxy may serve it under another prefix. Default DefaultUIBasePath
 	// (/ui).
 	UIBasePath string
+	// GrafanaURL is the base URL of a Grafana that serves the dashboard of
+	// deploy/grafana: the console's charts link to its panels. Default
+	// DefaultGrafanaURL (""): no links.
+	GrafanaURL string
 }
 
 // Defaults of Config, which WithDefaults applies and cmd/submitter's flags
@@ -116,6 +121,7 @@ const (
 	DefaultMaxBacklog            = 0
 	DefaultRejectUnknownJobNames = false
 	DefaultUIBasePath            = "/ui"
+	DefaultGrafanaURL            = ""
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -206,6 +212,12 @@ func (c Config) validate() error {
 	}
 	if msg := checkBasePath(c.UIBasePath); msg != "" {
 		bad("UIBasePath", "%s, got %q", msg, c.UIBasePath)
+	}
+	if c.GrafanaURL != "" {
+		if u, err := url.Parse(c.GrafanaURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			bad("GrafanaURL", "must be an http or https URL without credentials, query or fragment, got %q", c.GrafanaURL)
+		}
 	}
 	if err := auth.CheckListen(c.Addr, c.Auth.Enabled(), c.InsecureNoAuth); err != nil {
 		bad("Addr", "is refused: %v", err)

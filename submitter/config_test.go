@@ -54,3 +54,15 @@ func TestConfigUIBasePath(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigGrafanaURL: GRAFANA_URL is empty or a plain http(s) base URL.
+func TestConfigGrafanaURL(t *testing.T) {
+	t.Parallel()
+	for u, ok := range map[string]bool{"": true, "http://127.0.0.1:3000": true, "https://grafana.example/sub/": true,
+		"javascript:alert(1)": false, "ftp://x": false, "http://x/?a=b": false, "http://u:p@x": false, "/grafana": false} {
+		err := submitter.Config{DatabaseURL: "x", RedisURL: "y", GrafanaURL: u}.Validate()
+		if (err == nil) != ok {
+			t.Errorf("GrafanaURL %q: err %v, want ok=%v", u, err, ok)
+		}
+	}
+}

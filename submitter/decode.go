@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -29,7 +31,12 @@ const (
 	maxTimeoutSeconds = 24 * 3600
 	maxBatchJobs      = 1000
 	maxDependsOn      = 1000 // parents of one job (depends_on and depends_on_index together)
+	maxUniqueFor      = 30 * 24 * 3600
+	maxUniqueKeyLen   = 200 // characters
 )
+
+// uniqueFields are the fields whose errors answer wire.CodeInvalidUnique.
+var uniqueFields = []string{"unique_for", "unique_states", "unique_key"}
 
 // decodeSubmit decodes and validates the body of POST /submit_job and
 // POST /jobs. headerKey is the Idempotency-Key header ("" if absent). It
@@ -143,7 +150,9 @@ func decodeBatch(body []byte, maxPayload int) ([]store.JobInsertParams, error) {
 	return out, nil
 }
 
-// decodeObject decodes one JSON object strictly into v.
+// decodeObject decodes one JSON object strictly into v. A value of the
+// wrong type in a unique_* field is wire.CodeInvalidUnique, like its other
+// errors.
 func decodeObject(data []byte, v any) error {
 	if firstByte(data) != '{' && firstByte(data) != 0 {
 		if !json.Valid(data) {
@@ -151,7 +160,16 @@ func decodeObject(data []byte, v any) error {
 		}
 		return httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "must be a JSON object")
 	}
-	return httpx.DecodeStrict(data, v)
+	err := httpx.DecodeStrict(data, v)
+	var e *httpx.Error
+	if errors.As(err, &e) && e.Code == wire.CodeInvalidField {
+		for _, f := range uniqueFields {
+			if strings.HasPrefix(e.Message, f+":") || strings.HasPrefix(e.Message, f+"[") {
+				return &httpx.Error{Status: e.Status, Code: wire.CodeInvalidUnique, Message: e.Message}
+			}
+		}
+	}
+	return err
 }
 
 // withPrefix puts a batch item's name in front of a decode error's message.
@@ -161,7 +179,7 @@ func withPrefix(err error, prefix string) error {
 		return err
 	}
 	sep := "."
-	if e.Code != wire.CodeInvalidField {
+	if e.Code != wire.CodeInvalidField && e.Code != wire.CodeInvalidUnique {
 		sep = ": "
 	}
 	return &httpx.Error{Status: e.Status, Code: e.Code, Message: prefix + sep + e.Message}
@@ -273,7 +291,52 @@ func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (sto
 		return bad("payload", "%s", err.Error())
 	}
 	p.Payload = payload
+
+	if p.Unique, err = validateUnique(req, prefix); err != nil {
+		return store.JobInsertParams{}, err
+	}
 	return p, nil
+}
+
+// validateUnique checks the unique_* fields of a request: nil when the job
+// is not unique (no unique_for). prefix is validateSubmit's.
+func validateUnique(req *wire.SubmitRequest, prefix string) (*store.Unique, error) {
+	bad := func(field, format string, args ...any) (*store.Unique, error) {
+		return nil, httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidUnique, "%s%s: %s", prefix, field, fmt.Sprintf(format, args...))
+	}
+	if req.UniqueFor == nil {
+		switch {
+		case req.UniqueStates != nil:
+			return bad("unique_states", "only with unique_for")
+		case req.UniqueKey != "":
+			return bad("unique_key", "only with unique_for")
+		}
+		return nil, nil
+	}
+	if n := *req.UniqueFor; n < 1 || n > maxUniqueFor {
+		return bad("unique_for", "must be between 1 and %d seconds", maxUniqueFor)
+	}
+	u := &store.Unique{For: time.Duration(*req.UniqueFor) * time.Second, Key: req.UniqueKey}
+	if req.UniqueStates != nil {
+		if len(req.UniqueStates) == 0 {
+			return bad("unique_states", "must name at least one state (or be left out for the default)")
+		}
+		for _, name := range req.UniqueStates {
+			st := job.State(name)
+			if !slices.Contains(job.States, st) {
+				return bad("unique_states", "%q is not a job state; use %s", truncate(name, 40), statesList())
+			}
+			if !slices.Contains(u.States, st) {
+				u.States = append(u.States, st)
+			}
+		}
+	}
+	if req.UniqueKey != "" {
+		if msg := checkText(req.UniqueKey, maxUniqueKeyLen); msg != "" {
+			return bad("unique_key", "%s", msg)
+		}
+	}
+	return u, nil
 }
 
 // checkText returns why s is not acceptable as a name of at most max

@@ -26,6 +26,7 @@ func TestOperationsDocDefaults(t *testing.T) {
 		"MAX_CONCURRENT_REQUESTS": fmt.Sprint(submitter.DefaultMaxConcurrentRequests),
 		"MAX_BACKLOG":             fmt.Sprint(submitter.DefaultMaxBacklog),
 		"UI_BASE_PATH":            submitter.DefaultUIBasePath,
+		"GRAFANA_URL":             fmt.Sprintf("%q", submitter.DefaultGrafanaURL),
 	} {
 		got, ok := doc[env]
 		if !ok || (got != want && !strings.HasPrefix(got, want+" (")) {

@@ -249,7 +249,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 		st, ok := states[r.ID]
 		if !ok { // removed by retention since the insert
 			return nil, 0, httpx.Errorf(http.StatusConflict, wire.CodeConflict,
-				"the job with this idempotency key (%d) was just deleted; retry", r.ID)
+				"the earlier job with this idempotency or unique key (%d) was just deleted; retry", r.ID)
 		}
 		out[i].Status = string(st)
 	}

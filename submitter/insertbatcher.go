@@ -32,6 +32,10 @@ import (
 //     up idempotency keys inside the INSERT's transaction.
 //   - Whole batches from POST /submit_jobs never go through here: they
 //     are all or nothing by themselves and already one statement.
+//   - Unique submissions (unique_for) never share a statement with the
+//     others: theirs runs in a transaction with the claims (store,
+//     unique.go), and a job without unique_for keeps its one statement.
+//     A batch holding both runs the two statements at once.
 type insertBatcher struct {
 	insert  func(context.Context, []store.JobInsertParams) ([]store.JobInsertResult, error)
 	reqs    chan insertReq
@@ -128,8 +132,29 @@ func (b *insertBatcher) run() {
 	}
 }
 
-// flush inserts batch in one statement and answers each request.
+// flush inserts batch and answers each request: in one statement, or two
+// run at once when it mixes unique submissions with others.
 func (b *insertBatcher) flush(batch []insertReq) {
+	var plain, unique []insertReq
+	for _, r := range batch {
+		if r.params.Unique != nil {
+			unique = append(unique, r)
+		} else {
+			plain = append(plain, r)
+		}
+	}
+	if len(plain) == 0 || len(unique) == 0 {
+		b.flushOne(batch)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { b.flushOne(unique) })
+	b.flushOne(plain)
+	wg.Wait()
+}
+
+// flushOne inserts batch in one statement and answers each request.
+func (b *insertBatcher) flushOne(batch []insertReq) {
 	live := make([]insertReq, 0, len(batch))
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil { // its client left before the insert: skip it
@@ -150,7 +175,7 @@ func (b *insertBatcher) flush(batch []insertReq) {
 	cancel()
 	if err != nil && len(live) > 1 && errors.Is(err, job.ErrRefused) {
 		for _, r := range live {
-			b.flush([]insertReq{r})
+			b.flushOne([]insertReq{r})
 		}
 		return
 	}

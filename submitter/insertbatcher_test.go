@@ -310,3 +310,156 @@ func TestInsertBatcherKeyDeletedDuringInsert(t *testing.T) {
 		t.Errorf("%d jobs (%v), want the 3 submitted", n, err)
 	}
 }
+
+// Unique submissions coalesced with others into one statement: each gets
+// its own row's answer (a repeat of a key in the same statement answers
+// the first one's job, a held key the earlier job), and the jobs without
+// unique_for are created as usual.
+func TestInsertBatcherUniqueSharedStatement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, url, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	unique := func(name, payload string) store.JobInsertParams {
+		return store.JobInsertParams{Name: name, Payload: json.RawMessage(payload), Unique: &store.Unique{For: time.Hour}}
+	}
+	held, err := st.JobInsert(ctx, []store.JobInsertParams{unique("held", `1`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
+	defer b.Close()
+	params := []store.JobInsertParams{
+		unique("u", `{"a":1}`),
+		{Name: "plain"},
+		unique("u", `{"a":1}`),
+		unique("held", `1`),
+		{Name: "keyed", IdempotencyKey: "k"},
+	}
+	reqs := make([]insertReq, len(params))
+	for i, p := range params {
+		reqs[i] = insertReq{ctx: ctx, done: make(chan insertDone, 1), params: p}
+	}
+	b.flush(reqs)
+	got := make([]store.JobInsertResult, len(reqs))
+	for i, r := range reqs {
+		d := <-r.done
+		if d.err != nil {
+			t.Fatalf("submission %d: %v", i, d.err)
+		}
+		got[i] = d.res
+	}
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, i := range []int{0, 1, 4} {
+		var name string
+		if err := db.QueryRow(ctx, `SELECT name FROM jobs WHERE id = $1`, got[i].ID).Scan(&name); err != nil ||
+			name != params[i].Name || !got[i].Created {
+			t.Errorf("submission %d: %+v, job named %q (%v); want its own new job %q", i, got[i], name, err, params[i].Name)
+		}
+	}
+	if got[2].Created || got[2].ID != got[0].ID {
+		t.Errorf("repeat in the statement: %+v, want job %d", got[2], got[0].ID)
+	}
+	if got[3].Created || got[3].ID != held[0].ID {
+		t.Errorf("held key: %+v, want job %d", got[3], held[0].ID)
+	}
+}
+
+// A submission without unique_for costs what it did before unique jobs:
+// one statement (no transaction), which never reads job_unique_claims.
+func TestInsertWithoutUniqueIsOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	var mu sync.Mutex
+	var sqls []string
+	tracer := &statementLog{log: func(sql string) { mu.Lock(); sqls = append(sqls, sql); mu.Unlock() }}
+	st, err := store.Open(ctx, url, 0, false, func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mu.Lock()
+	sqls = nil
+	mu.Unlock()
+	if _, err := st.JobInsert(ctx, []store.JobInsertParams{{Name: "a"}, {Name: "b", Payload: json.RawMessage(`{"x":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sqls) != 1 || !strings.Contains(sqls[0], "INSERT INTO jobs") {
+		t.Errorf("statements of a plain insert: %q, want the one INSERT", sqls)
+	}
+	for _, s := range sqls {
+		if strings.Contains(s, "job_unique_claims") {
+			t.Errorf("a plain insert ran %q", s)
+		}
+	}
+}
+
+// statementLog hands the SQL of every statement to log.
+type statementLog struct{ log func(sql string) }
+
+func (s *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.log(d.SQL)
+	return ctx
+}
+
+func (s *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A batch mixing unique submissions with others is two statements: the
+// jobs without unique_for keep theirs (one INSERT, no transaction).
+func TestInsertBatcherKeepsUniqueApart(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var calls [][]string
+	insert := func(_ context.Context, ps []store.JobInsertParams) ([]store.JobInsertResult, error) {
+		names := make([]string, len(ps))
+		out := make([]store.JobInsertResult, len(ps))
+		for i, p := range ps {
+			names[i] = p.Name
+			fmt.Sscan(p.Name[1:], &out[i].ID)
+			out[i].Created = true
+		}
+		mu.Lock()
+		calls = append(calls, names)
+		mu.Unlock()
+		return out, nil
+	}
+	b := newInsertBatcher(insert, 1, 1000, time.Minute, nil)
+	defer b.Close()
+	u := &store.Unique{For: time.Minute}
+	params := []store.JobInsertParams{{Name: "p1"}, {Name: "u2", Unique: u}, {Name: "p3"}, {Name: "u4", Unique: u}}
+	reqs := make([]insertReq, len(params))
+	for i, p := range params {
+		reqs[i] = insertReq{ctx: t.Context(), done: make(chan insertDone, 1), params: p}
+	}
+	b.flush(reqs)
+	for i, r := range reqs {
+		if d := <-r.done; d.err != nil || d.res.ID != int64(i+1) {
+			t.Errorf("submission %d: %+v, %v; want job %d", i, d.res, d.err, i+1)
+		}
+	}
+	got := map[string]bool{}
+	for _, c := range calls {
+		got[strings.Join(c, ",")] = true
+	}
+	if len(calls) != 2 || !got["p1,p3"] || !got["u2,u4"] {
+		t.Errorf("statements %v, want [p1 p3] and [u2 u4]", calls)
+	}
+	// Only one kind: one statement, as before.
+	calls = nil
+	b.flush(reqs[:1])
+	<-reqs[0].done
+	if len(calls) != 1 {
+		t.Errorf("statements %v, want one", calls)
+	}
+}

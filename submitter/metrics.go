@@ -85,6 +85,7 @@ const (
 	storeOpBulk        storeOp = "bulk"
 	storeOpWorkers     storeOp = "workers"
 	storeOpJobTypes    storeOp = "job_types"
+	storeOpRollup      storeOp = "rollup"
 	// schedule_read: GET /schedules and /schedules/{id}; schedule_write:
 	// create, pause, resume, delete and trigger.
 	storeOpScheduleRead  storeOp = "schedule_read"
@@ -104,7 +105,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpScheduleRead, storeOpScheduleWrite, storeOpQueues, storeOpQueueWrite}
+	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpRollup, storeOpScheduleRead, storeOpScheduleWrite, storeOpQueues, storeOpQueueWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

@@ -93,6 +93,9 @@ func decodeSchedule(body []byte, maxPayload int) (store.ScheduleInsertParams, er
 		return p, httpx.InvalidField("job.delay_seconds", "not allowed in a schedule: each tick's job is due at its tick")
 	case jr.IdempotencyKey != "":
 		return p, httpx.InvalidField("job.idempotency_key", "not allowed in a schedule: each tick is one job already")
+	case jr.UniqueFor != nil || jr.UniqueStates != nil || jr.UniqueKey != "":
+		return p, httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidUnique,
+			"job.unique_for: not allowed in a schedule: overlap decides whether a tick may start another job")
 	}
 	jp, err := validateSubmit(&jr, maxPayload, "job.")
 	if err != nil {

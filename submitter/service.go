@@ -2,6 +2,7 @@ package submitter
 
 import (
 	"context"
+	"time"
 
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
@@ -47,6 +48,16 @@ func (v service) Leader(ctx context.Context) (string, int64, error) {
 		return "", 0, v.s.storeError(storeOpLeader, err)
 	}
 	return id, epoch, nil
+}
+
+// Rollup returns the per-minute rollup (written by the leader
+// coordinator) of the minutes from since on, oldest first.
+func (v service) Rollup(ctx context.Context, since time.Time) ([]store.RollupRow, error) {
+	rows, err := v.s.store.RollupRange(ctx, since)
+	if err != nil {
+		return nil, v.s.storeError(storeOpRollup, err)
+	}
+	return rows, nil
 }
 
 // JobGet returns one job.

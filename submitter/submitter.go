@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		s.names = newJobNames(st.WorkerJobTypes)
 	}
 	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
-	if s.console, err = ui.New(s.svc, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger}); err != nil {
+	if s.console, err = ui.New(s.svc, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger, GrafanaURL: cfg.GrafanaURL}); err != nil {
 		_ = q.Close()
 		st.Close()
 		return nil, err
@@ -170,6 +170,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(s.console.Close) // ends the console's event streams, which Shutdown would wait for
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	s.logger.InfoContext(ctx, "submitter listening", "addr", ln.Addr().String())
@@ -200,6 +201,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
+		s.console.Close()
 		s.inserts.Close()
 		s.backlog.Close()
 		s.stopWaker()

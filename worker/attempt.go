@@ -29,6 +29,9 @@ var (
 type attempt struct {
 	jobID  int64
 	cancel context.CancelCauseFunc
+	// started: it holds a slot and its handler was called (under
+	// Worker.mu). A prefetched attempt waits for a slot first.
+	started bool
 	// Progress reports, under Worker.mu: the latest not yet queued, when
 	// the last one was queued, and the timer that queues the latest once
 	// progressInterval has passed.

@@ -17,6 +17,7 @@ const (
 	DefaultAddr = "127.0.0.1:7001"
 
 	DefaultConcurrency       = 8
+	DefaultPrefetch          = 0
 	DefaultHeartbeatInterval = time.Second
 	DefaultShutdownGrace     = 30 * time.Second
 )
@@ -25,6 +26,7 @@ const (
 const (
 	maxIDLen       = 200
 	maxConcurrency = 100_000
+	maxPrefetch    = 100_000
 )
 
 // Config configures a Worker. Zero fields take the defaults named in their
@@ -41,6 +43,15 @@ type Config struct {
 	// Concurrency is how many jobs run at once, at most 100000. Default
 	// DefaultConcurrency (8).
 	Concurrency int
+	// Prefetch is how many jobs beyond Concurrency the worker holds leased,
+	// waiting for a slot, so that a slot that frees starts its next job at
+	// once instead of after a round trip through the leader. The leader
+	// fills every worker's free slots before it prefetches to any, so a
+	// prefetched job waits only while every slot of its kind is busy.
+	// Prefetched jobs' leases are extended like running ones, and they are
+	// handed back at shutdown without running. At most 100000. Default
+	// DefaultPrefetch (0).
+	Prefetch int
 	// HeartbeatInterval is how often the worker heartbeats; it must match
 	// the coordinator's setting. Default DefaultHeartbeatInterval (1s).
 	HeartbeatInterval time.Duration
@@ -96,6 +107,9 @@ func (c Config) validate() error {
 	}
 	if len(c.ID) > maxIDLen {
 		check.Bad("ID", "is longer than %d characters", maxIDLen)
+	}
+	if c.Prefetch < 0 || c.Prefetch > maxPrefetch {
+		check.Bad("Prefetch", "(%d) is not within 0..%d", c.Prefetch, maxPrefetch)
 	}
 	if c.Concurrency > maxConcurrency {
 		check.Bad("Concurrency", "(%d) is above %d", c.Concurrency, maxConcurrency)

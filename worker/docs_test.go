@@ -20,6 +20,7 @@ func TestOperationsDocDefaults(t *testing.T) {
 		"WORKER_ADDR":        worker.DefaultAddr,
 		"REDIS_URL":          envconf.DefaultRedisURL,
 		"WORKER_CONCURRENCY": fmt.Sprint(worker.DefaultConcurrency),
+		"WORKER_PREFETCH":    fmt.Sprint(worker.DefaultPrefetch),
 		"HEARTBEAT_INTERVAL": testkit.DocDuration(worker.DefaultHeartbeatInterval),
 		"SHUTDOWN_GRACE":     testkit.DocDuration(worker.DefaultShutdownGrace),
 		"WORKER_FALLBACK":    fmt.Sprint(builtin.DefaultFallback),

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dtsched/dts/internal/job"
@@ -15,7 +16,7 @@ import (
 
 func (w *Worker) receiveLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		in, err := w.q.Receive(ctx, w.cfg.ID, w.cfg.Concurrency, time.Second)
+		in, err := w.q.Receive(ctx, w.cfg.ID, w.cfg.Concurrency+w.cfg.Prefetch, time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.metrics.countRedisError(redisOpReceive)
@@ -85,6 +86,17 @@ func (w *Worker) cancelAll(cause error) {
 	}
 }
 
+// cancelWaiting cancels the attempts still waiting for a slot (prefetched).
+func (w *Worker) cancelWaiting(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.running {
+		if !a.started {
+			a.cancel(cause)
+		}
+	}
+}
+
 // accept takes one delivery: it starts it, or reports it handed back if
 // release is set, or reports it failed if it was canceled before it came.
 // Deliveries are keyed by lease token. The same lease delivered twice runs
@@ -132,19 +144,49 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 	// The attempt's context is its own, not ctx: it outlives the receive
 	// loop, and only its cancel causes end it.
 	actx, cancel := context.WithCancelCause(context.Background())
-	if d.TimeoutSeconds > 0 {
-		var stop context.CancelFunc
-		actx, stop = context.WithTimeoutCause(actx, time.Duration(d.TimeoutSeconds)*time.Second, errTimeout)
-		inner := cancel
-		cancel = func(cause error) { inner(cause); stop() }
-	}
-	w.running[d.LeaseToken] = &attempt{jobID: d.JobID, cancel: cancel}
+	a := &attempt{jobID: d.JobID, cancel: cancel}
+	w.running[d.LeaseToken] = a
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		defer cancel(nil)
-		r := w.execute(actx, h, d)
+		// A prefetched job waits here for a slot; a cancel, a newer lease
+		// or the shutdown ends the wait and it never runs.
+		select {
+		case w.slots <- struct{}{}:
+		case <-actx.Done():
+			w.report(notStarted(w.cfg.ID, d, context.Cause(actx)), label)
+			return
+		}
+		defer func() { <-w.slots }()
+		w.mu.Lock()
+		a.started = true
+		w.mu.Unlock()
+		// The time limit counts from the handler's start, not the delivery.
+		ctx := actx
+		if d.TimeoutSeconds > 0 {
+			var stop context.CancelFunc
+			ctx, stop = context.WithTimeoutCause(actx, time.Duration(d.TimeoutSeconds)*time.Second, errTimeout)
+			defer stop()
+		}
+		r := w.execute(ctx, h, d)
 		w.report(r, label)
 	}()
+}
+
+// notStarted is the result of an attempt that ended, for cause, while it
+// waited for a slot: handed back (shutdown, a newer lease), or failed if
+// it was canceled.
+func notStarted(workerID string, d wire.Delivery, cause error) wire.Result {
+	now := time.Now()
+	r := wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: workerID, Attempt: d.Attempt,
+		Outcome: wire.OutcomeReleased, Reason: "shutdown", Error: "worker shut down", StartedAt: now, FinishedAt: now}
+	switch {
+	case errors.Is(cause, errCanceled):
+		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonCanceled, "canceled before it started"
+	case errors.Is(cause, errSuperseded):
+		r.Reason, r.Error = "superseded", errSuperseded.Error()
+	}
+	return r
 }

@@ -37,6 +37,7 @@ type Worker struct {
 	draining atomic.Bool
 	wg       sync.WaitGroup // running attempts
 	queued   chan struct{}  // a result was queued (capacity 1)
+	slots    chan struct{}  // one value per running handler (capacity Concurrency)
 
 	// Attempts are keyed by lease token, not job id: a job can be leased
 	// again while its old attempt still runs here (the old lease ran out).
@@ -68,7 +69,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
 		newest: map[int64]int64{}, seen: newTokenSet(remembered), canceled: map[int64]int64{},
-		queued: make(chan struct{}, 1)}
+		queued: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency)}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
@@ -138,6 +139,7 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	var lastEnd time.Time // when the last attempt ended; read only once finished is closed
 	go func() { w.wg.Wait(); lastEnd = time.Now(); close(finished) }()
 	w.heartbeat(dctx, false)
+	w.cancelWaiting(errShutdown) // prefetched jobs go back unrun
 	w.releaseQueued(dctx)
 	select {
 	case <-finished:

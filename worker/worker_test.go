@@ -3,10 +3,12 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +113,7 @@ type coordinator struct {
 	q      *queue.Queue
 	worker string
 	hbLast string // heartbeat stream id read up to
+	json   bool   // deliver as JSON, as coordinators before the binary codec
 }
 
 func newCoordinator(t *testing.T, url, prefix, workerID string) *coordinator {
@@ -134,7 +137,8 @@ func delivery(jobID, token int64, name string, attempt int) wire.Delivery {
 // deliver pushes ds, in order, onto the worker's list in one LPUSH.
 func (c *coordinator) deliver(ds ...wire.Delivery) {
 	c.t.Helper()
-	if err := c.q.Deliver(c.t.Context(), map[string][]wire.Delivery{c.worker: ds}); err != nil {
+	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Binary: !c.json}}
+	if err := c.q.Deliver(c.t.Context(), out); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -252,6 +256,33 @@ func byToken(rs []wire.Result) map[int64]wire.Result {
 	return m
 }
 
+// TestCodecs: the worker says in its heartbeats that it reads the binary
+// codec, and it works with a coordinator that delivers in either codec.
+func TestCodecs(t *testing.T) {
+	t.Parallel()
+	for _, asJSON := range []bool{true, false} {
+		t.Run(fmt.Sprint("json=", asJSON), func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			w := newTestWorker(t, redistest.URL(), prefix, Config{})
+			w.Handle("job", func(_ context.Context, j *Job) (any, error) {
+				return map[string]string{"id": j.ID}, nil
+			})
+			c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+			c.json = asJSON
+			r := run(t, w)
+			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecBinary {
+				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecBinary)
+			}
+			c.deliver(delivery(7, 70, "job", 1))
+			res := c.results(1)[0]
+			if res.JobID != 7 || res.LeaseToken != 70 || res.Outcome != wire.OutcomeCompleted || string(res.Result) != `{"id":"7"}` {
+				t.Fatalf("result = %+v, want job 7 completed with {\"id\":\"7\"}", res)
+			}
+			r.stop(t)
+		})
+	}
+}
+
 func TestCancelBeforeStart(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
@@ -323,6 +354,95 @@ func TestDrain(t *testing.T) {
 		t.Error("a job delivered during the drain ran")
 	}
 	c.heartbeat("saying stopped", func(hb wire.Heartbeat) bool { return hb.Stopped })
+}
+
+// TestPrefetch: with Concurrency 1 and Prefetch 2 the worker takes three
+// jobs but runs one at a time; the waiting ones are named in heartbeats (so
+// their leases are extended), a cancel ends a waiting one unrun, its time
+// limit starts with its handler, and at shutdown the waiting ones go back
+// unrun while the running one finishes.
+func TestPrefetch(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	w := newTestWorker(t, redistest.URL(), prefix, Config{Concurrency: 1, Prefetch: 2})
+	started := make(chan string, 10)
+	release, open := gate(t)
+	var running, most atomic.Int32
+	w.Handle("job", func(ctx context.Context, j *Job) (any, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- j.ID
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		return "done", nil
+	})
+	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+	r := run(t, w)
+	if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Prefetch != 2 || hb.Concurrency != 1 {
+		t.Fatalf("heartbeat says concurrency %d, prefetch %d; want 1 and 2", hb.Concurrency, hb.Prefetch)
+	}
+	// Job 2 has a 1 s time limit; it waits longer than that for its slot.
+	j2 := delivery(2, 20, "job", 1)
+	j2.TimeoutSeconds = 1
+	c.deliver(delivery(1, 10, "job", 1), j2, delivery(3, 30, "job", 1))
+	if id := receive(t, started, "first start"); id != "1" {
+		t.Fatalf("job %s started first, want 1", id)
+	}
+	c.heartbeat("naming all three", func(hb wire.Heartbeat) bool { return names(hb, 1, 10) && names(hb, 2, 20) && names(hb, 3, 30) })
+	c.cancel(3, 30)
+	if res := c.results(1)[0]; res.LeaseToken != 30 || res.Outcome != wire.OutcomeFailed || res.Reason != job.ReasonCanceled {
+		t.Fatalf("canceled waiting job: %+v, want failed, reason canceled", res)
+	}
+	time.Sleep(1500 * time.Millisecond) // longer than job 2's time limit, while it waits
+	open()
+	if id := receive(t, started, "second start"); id != "2" {
+		t.Fatalf("job %s started second, want 2", id)
+	}
+	got := byToken(c.results(2))
+	for _, token := range []int64{10, 20} {
+		if res := got[token]; res.Outcome != wire.OutcomeCompleted {
+			t.Errorf("job with token %d: %+v, want completed (a time limit counts from the start)", token, res)
+		}
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d handlers ran at once, want at most 1", m)
+	}
+
+	// Shutdown: job 4 runs (its gate is open, it finishes), 5 and 6 wait
+	// and go back unrun.
+	hold, letGo := gate(t)
+	w2 := newTestWorker(t, redistest.URL(), prefix, Config{ID: "w2", Concurrency: 1, Prefetch: 2})
+	ran := make(chan int64, 10)
+	w2.Handle("job", func(ctx context.Context, j *Job) (any, error) {
+		ran <- 1
+		<-hold
+		return nil, nil
+	})
+	c2 := newCoordinator(t, redistest.URL(), prefix, "w2")
+	r2 := run(t, w2)
+	c2.deliver(delivery(4, 40, "job", 1), delivery(5, 50, "job", 1), delivery(6, 60, "job", 1))
+	receive(t, ran, "start of job 4")
+	r2.cancel()
+	c2.heartbeat("saying draining", func(hb wire.Heartbeat) bool { return hb.Draining })
+	letGo()
+	got = byToken(c2.results(3))
+	if res := got[40]; res.Outcome != wire.OutcomeCompleted {
+		t.Errorf("running job 4: %+v, want completed", res)
+	}
+	for _, token := range []int64{50, 60} {
+		if res := got[token]; res.Outcome != wire.OutcomeReleased || res.Reason != "shutdown" {
+			t.Errorf("waiting job with token %d: %+v, want released, reason shutdown", token, res)
+		}
+	}
+	if len(ran) != 0 {
+		t.Errorf("%d waiting jobs ran during the shutdown", len(ran))
+	}
+	r.stop(t)
 }
 
 func TestSendRetries(t *testing.T) {

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -70,5 +71,21 @@ func TestProgress(t *testing.T) {
 	// or not.
 	if j.Progress == nil || *j.Progress != 100 || *j.ProgressMessage != "done" {
 		t.Errorf("after completion: progress %v", j.Progress)
+	}
+	// Client.Progress reads the same report.
+	p, err := c.Progress(ctx, sub.JobID)
+	if err != nil || p.Status != client.StatusCompleted || p.Percent == nil || *p.Percent != 100 || p.Message != "done" {
+		t.Errorf("Progress = %+v, %v; want completed, 100, done", p, err)
+	}
+	if _, err := c.Progress(ctx, "999999"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Progress of an unknown job: %v, want ErrNotFound", err)
+	}
+	// A job no handler reported on has no progress.
+	other, err := c.Submit(ctx, "nobody_handles_this", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Progress(ctx, other.JobID); err != nil || p.Percent != nil || p.Message != "" || p.Status != client.StatusPending {
+		t.Errorf("Progress of a pending job: %+v, %v", p, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,9 @@ import (
 type Queue struct {
 	rdb  *redis.Client
 	keys Keys
+	// binaryResults: a delivery came in the binary codec, so the leader
+	// reads results in it too (a worker's side; see wire/codec.go).
+	binaryResults atomic.Bool
 }
 
 // Open connects to redisURL (redis:// or rediss://) and checks the connection.
@@ -62,17 +66,22 @@ const heartbeatStreamLen = 10_000
 // ---- coordinator → worker ----
 
 // Deliver pushes leased jobs onto their workers' lists in one round trip.
-func (q *Queue) Deliver(ctx context.Context, byWorker map[string][]wire.Delivery) error {
+func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 	if len(byWorker) == 0 {
 		return nil
 	}
 	pipe := q.rdb.Pipeline()
-	for id, ds := range byWorker {
-		vals := make([]any, len(ds))
-		for i := range ds {
-			b, err := json.Marshal(&ds[i])
+	for id, out := range byWorker {
+		vals := make([]any, len(out.Deliveries))
+		for i := range out.Deliveries {
+			d := &out.Deliveries[i]
+			if out.Binary {
+				vals[i] = wire.AppendDelivery(nil, d)
+				continue
+			}
+			b, err := json.Marshal(d)
 			if err != nil {
-				return fmt.Errorf("encode delivery %d: %w", ds[i].JobID, err)
+				return fmt.Errorf("encode delivery %d: %w", d.JobID, err)
 			}
 			vals[i] = b
 		}
@@ -82,6 +91,13 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string][]wire.Delivery
 		return fmt.Errorf("deliver jobs: %w", err)
 	}
 	return nil
+}
+
+// Outbox is one worker's deliveries of a dispatch round, and whether the
+// worker reads the binary codec (its heartbeats say wire.CodecBinary).
+type Outbox struct {
+	Deliveries []wire.Delivery
+	Binary     bool
 }
 
 // SendControl pushes a control command to one worker.
@@ -108,16 +124,20 @@ func (q *Queue) DropWorkerQueues(ctx context.Context, workerID string) error {
 //	KEYS[1]  the worker's delivery list (dts:worker:{id}:jobs)
 //	ARGV     lease tokens, as decimal strings
 //
-// A delivery's token is the last "lease_token":N in its JSON (the field
-// comes after the payload, which may hold a key of that name). Matching the
-// text avoids cjson, which reads 63-bit tokens as lossy doubles.
+// A binary delivery (wire.AppendDelivery) starts with its token in decimal
+// after the magic byte \1 and before a \0. A JSON delivery's token is the
+// last "lease_token":N in it (the field comes after the payload, which may
+// hold a key of that name). Matching the text avoids cjson, which reads
+// 63-bit tokens as lossy doubles.
 var removeDeliveriesScript = redis.NewScript(`
 local drop = {}
 for i = 1, #ARGV do drop[ARGV[i]] = true end
 local n = 0
 for _, v in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  local tok
-  for t in string.gmatch(v, '"lease_token":(%d+)') do tok = t end
+  local tok = string.match(v, '^\1(%d+)%z')
+  if not tok then
+    for t in string.gmatch(v, '"lease_token":(%d+)') do tok = t end
+  end
   if tok and drop[tok] then
     n = n + redis.call('LREM', KEYS[1], 1, v)
   end
@@ -186,15 +206,26 @@ func (q *Queue) Receive(ctx context.Context, workerID string, max int, block tim
 			in.Bad++
 			continue
 		}
+		if wire.IsBinary([]byte(v)) {
+			// The leader speaks the binary codec: answer in it.
+			q.binaryResults.Store(true)
+		}
 		in.Deliveries = append(in.Deliveries, d)
 	}
 	return in, nil
 }
 
-// DecodeDelivery decodes and checks one delivery message.
+// DecodeDelivery decodes and checks one delivery message, in the binary
+// codec or JSON.
 func DecodeDelivery(b []byte) (wire.Delivery, error) {
 	var d wire.Delivery
-	if err := json.Unmarshal(b, &d); err != nil {
+	var err error
+	if wire.IsBinary(b) {
+		d, err = wire.ParseDelivery(b)
+	} else {
+		err = json.Unmarshal(b, &d)
+	}
+	if err != nil {
 		return d, fmt.Errorf("decode delivery: %w", err)
 	}
 	if d.JobID <= 0 || d.LeaseToken <= 0 || d.Name == "" {
@@ -377,8 +408,11 @@ func DecodeHeartbeat(b []byte) (wire.Heartbeat, error) {
 			return hb, fmt.Errorf("decode heartbeat: job type %q %s", t, msg)
 		}
 	}
-	if len(hb.InFlight) > maxConcurrency {
-		return hb, fmt.Errorf("decode heartbeat: more than %d jobs in flight", maxConcurrency)
+	if hb.Prefetch < 0 || hb.Prefetch > maxConcurrency {
+		return hb, fmt.Errorf("decode heartbeat: prefetch must be between 0 and %d", maxConcurrency)
+	}
+	if len(hb.InFlight) > 2*maxConcurrency {
+		return hb, fmt.Errorf("decode heartbeat: more than %d jobs in flight", 2*maxConcurrency)
 	}
 	for _, f := range hb.InFlight {
 		if f.JobID <= 0 || f.LeaseToken <= 0 {
@@ -393,11 +427,17 @@ func (q *Queue) SendResults(ctx context.Context, rs []wire.Result) error {
 	if len(rs) == 0 {
 		return nil
 	}
+	binary := q.binaryResults.Load()
 	pipe := q.rdb.Pipeline()
 	for i := range rs {
-		b, err := json.Marshal(&rs[i])
-		if err != nil {
-			return fmt.Errorf("encode result %d: %w", rs[i].JobID, err)
+		var b []byte
+		if binary {
+			b = wire.AppendResult(nil, &rs[i])
+		} else {
+			var err error
+			if b, err = json.Marshal(&rs[i]); err != nil {
+				return fmt.Errorf("encode result %d: %w", rs[i].JobID, err)
+			}
 		}
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: q.keys.Results(), Values: []any{"r", b}})
 	}
@@ -458,10 +498,17 @@ func (q *Queue) ReadResults(ctx context.Context, pending bool, max int, block ti
 	return rs, bad, nil
 }
 
-// DecodeResult decodes and checks one result message.
+// DecodeResult decodes and checks one result message, in the binary codec
+// or JSON.
 func DecodeResult(b []byte) (wire.Result, error) {
 	var r wire.Result
-	if err := json.Unmarshal(b, &r); err != nil {
+	var err error
+	if wire.IsBinary(b) {
+		r, err = wire.ParseResult(b)
+	} else {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
 		return r, fmt.Errorf("decode result: %w", err)
 	}
 	if r.JobID <= 0 || r.LeaseToken <= 0 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,15 @@ func same(t *testing.T, got, want any) bool {
 	return bytes.Equal(g, w)
 }
 
+// outbox makes a Deliver argument, in one codec for every worker.
+func outbox(binary bool, m map[string][]wire.Delivery) map[string]queue.Outbox {
+	out := map[string]queue.Outbox{}
+	for id, ds := range m {
+		out[id] = queue.Outbox{Deliveries: ds, Binary: binary}
+	}
+	return out
+}
+
 func (e *env) receive(t *testing.T, worker string, max int) queue.Inbox {
 	t.Helper()
 	in, err := e.q.Receive(t.Context(), worker, max, 0)
@@ -86,14 +96,20 @@ func (e *env) receive(t *testing.T, worker string, max int) queue.Inbox {
 
 func TestDeliverReceive(t *testing.T) {
 	t.Parallel()
+	for _, binary := range []bool{false, true} {
+		t.Run(fmt.Sprint("binary=", binary), func(t *testing.T) { testDeliverReceive(t, binary) })
+	}
+}
+
+func testDeliverReceive(t *testing.T, binary bool) {
 	e := newEnv(t)
 	ctx := t.Context()
 	w1 := []wire.Delivery{delivery(1), delivery(2), delivery(3)}
 	w2 := []wire.Delivery{delivery(4)}
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w1": w1, "w2": w2}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(binary, map[string][]wire.Delivery{"w1": w1, "w2": w2})); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w1": {delivery(5)}}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(binary, map[string][]wire.Delivery{"w1": {delivery(5)}})); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}
 	// FIFO per worker, across Deliver calls, max at a time.
@@ -120,7 +136,7 @@ func TestReceiveControlFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": {delivery(1)}}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
 		t.Fatal(err)
 	}
 	c1 := wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1001, Reason: "canceled"}
@@ -179,7 +195,7 @@ func TestReceiveBlocks(t *testing.T) {
 		got <- in
 	}()
 	// Delivered before or during the wait: the waiting Receive gets it either way.
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": {delivery(1)}}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -198,7 +214,7 @@ func TestDropWorkerQueues(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"gone": {delivery(1)}, "kept": {delivery(2)}}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"gone": {delivery(1)}, "kept": {delivery(2)}})); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.q.SendControl(ctx, "gone", wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1}); err != nil {
@@ -220,7 +236,7 @@ func TestKeysUsePrefix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": {delivery(1)}}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.q.SendControl(ctx, "w", wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1}); err != nil {
@@ -736,7 +752,7 @@ func TestConcurrentDeliverReceive(t *testing.T) {
 				for j := range batch {
 					batch[j] = delivery(int64(w*perWorker + i + j + 1))
 				}
-				if err := e.q.Deliver(ctx, map[string][]wire.Delivery{fmt.Sprint("w", w): batch}); err != nil {
+				if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{fmt.Sprint("w", w): batch})); err != nil {
 					t.Error(err)
 					return
 				}
@@ -775,6 +791,12 @@ func TestConcurrentDeliverReceive(t *testing.T) {
 // else is on the list (a newer lease of a worker that came back) stays.
 func TestRemoveDeliveries(t *testing.T) {
 	t.Parallel()
+	for _, binary := range []bool{false, true} {
+		t.Run(fmt.Sprint("binary=", binary), func(t *testing.T) { testRemoveDeliveries(t, binary) })
+	}
+}
+
+func testRemoveDeliveries(t *testing.T, binary bool) {
 	e := newEnv(t)
 	ctx := t.Context()
 	big := int64(1<<62 + 12345) // beyond a double's exact integers
@@ -783,7 +805,7 @@ func TestRemoveDeliveries(t *testing.T) {
 		{JobID: 2, Name: "n", Payload: json.RawMessage(`null`), LeaseToken: 7, CreatedAt: created},
 		{JobID: 3, Name: "n", Payload: json.RawMessage(`null`), LeaseToken: big + 1, CreatedAt: created},
 	}
-	if err := e.q.Deliver(ctx, map[string][]wire.Delivery{"w": ds}); err != nil {
+	if err := e.q.Deliver(ctx, outbox(binary, map[string][]wire.Delivery{"w": ds})); err != nil {
 		t.Fatal(err)
 	}
 	n, err := e.q.RemoveDeliveries(ctx, "w", []int64{big, 99})
@@ -800,5 +822,48 @@ func TestRemoveDeliveries(t *testing.T) {
 	}
 	if n, err := e.q.RemoveDeliveries(ctx, "nobody", []int64{1}); err != nil || n != 0 {
 		t.Errorf("remove from an empty list = %d, %v", n, err)
+	}
+}
+
+// TestResultsCodec: a worker's queue sends results as JSON until it has
+// received a delivery in the binary codec (its leader speaks it), then in
+// the binary codec; the leader's ReadResults decodes both to the same value.
+func TestResultsCodec(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.EnsureResultsGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	worker := openEnv(t, redistest.URL(), e.keys.Prefix)
+	sent := []wire.Result{result(1, wire.OutcomeCompleted), result(2, wire.OutcomeFailed)}
+	if err := worker.q.SendResults(ctx, sent[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.Deliver(ctx, outbox(true, map[string][]wire.Delivery{"w": {delivery(9)}})); err != nil {
+		t.Fatal(err)
+	}
+	if in := worker.receive(t, "w", 10); len(in.Deliveries) != 1 || in.Bad != 0 {
+		t.Fatalf("binary delivery received as %+v", in)
+	}
+	if err := worker.q.SendResults(ctx, sent[1:]); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := e.rdb.XRange(ctx, e.keys.Results(), "-", "+").Result()
+	if err != nil || len(raw) != 2 {
+		t.Fatalf("results stream: %v, %v", raw, err)
+	}
+	if v := fmt.Sprint(raw[0].Values["r"]); !strings.HasPrefix(v, "{") {
+		t.Errorf("result before any binary delivery = %q, want JSON", v)
+	}
+	if v := fmt.Sprint(raw[1].Values["r"]); !wire.IsBinary([]byte(v)) {
+		t.Errorf("result after a binary delivery = %q, want the binary codec", v)
+	}
+	got, bad, err := e.q.ReadResults(ctx, false, 10, 0)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("read results: %v, bad %v", err, bad)
+	}
+	if !same(t, results(got), sent) {
+		t.Errorf("read back %+v, want %+v", results(got), sent)
 	}
 }

@@ -26,10 +26,33 @@ import (
 
 // jobInsertDeps inserts params[idx] (jobInsertKeyed's rules for keys), their
 // edges, and settles the new waiting jobs whose parents are already done.
-func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult) error {
-	var external []int64
+// A job outside idx whose result is already in out (an earlier job a
+// unique claim answered) is a parent like one named by id: it is locked
+// first. resolve runs once the jobs are inserted, before the edges: it
+// fills out for the jobs that answer as another of the call (repeats of a
+// unique key).
+func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult, resolve func([]JobInsertResult)) error {
+	inserted := make([]bool, len(params))
 	for _, k := range idx {
-		external = append(external, params[k].DependsOn...)
+		inserted[k] = true
+	}
+	var external []int64
+	earlier := func(j int) {
+		if !inserted[j] && out[j].ID != 0 {
+			external = append(external, out[j].ID)
+		}
+	}
+	for _, k := range idx {
+		p := params[k]
+		external = append(external, p.DependsOn...)
+		for _, j := range p.DependsOnIndex {
+			earlier(j)
+		}
+		if p.Callback {
+			for j := range k {
+				earlier(j)
+			}
+		}
 	}
 	slices.Sort(external)
 	external = slices.Compact(external)
@@ -54,9 +77,12 @@ func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx
 			return &UnknownJobsError{IDs: missing}
 		}
 	}
-	if err := jobInsertKeyed(ctx, tx, params, idx, out); err != nil {
-		return err
+	if len(idx) > 0 {
+		if err := jobInsertKeyed(ctx, tx, params, idx, out); err != nil {
+			return err
+		}
 	}
+	resolve(out)
 	// Edges of the jobs created here; an earlier job returned for its key
 	// keeps the edges it was created with.
 	var children, parents, waiting []int64
@@ -78,11 +104,9 @@ func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx
 			marked = append(marked, out[i].ID)
 		}
 		if p.Callback {
-			for _, j := range idx {
-				if j < k {
-					add(out[j].ID)
-					marked = append(marked, out[j].ID)
-				}
+			for j := range k {
+				add(out[j].ID)
+				marked = append(marked, out[j].ID)
 			}
 		}
 	}

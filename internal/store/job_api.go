@@ -33,6 +33,9 @@ type JobInsertParams struct {
 	// earlier job of the call, and it runs once all of them are final,
 	// whatever their outcome, with their outcomes in its payload.
 	Callback bool
+	// Unique, if not nil, makes the job unique (unique.go): while an
+	// earlier job holds its key, that job is answered instead.
+	Unique *Unique
 }
 
 // hasParents reports whether the job waits on others.
@@ -43,7 +46,7 @@ func (p *JobInsertParams) hasParents() bool {
 // JobInsertResult is the outcome for one JobInsertParams, in input order.
 type JobInsertResult struct {
 	ID      int64
-	Created bool // false: an earlier job had the same idempotency key
+	Created bool // false: an earlier job had the same idempotency key, or held the same unique key
 	// State is the job's state after the insert: pending, or for a job
 	// with parents waiting, pending (its parents are done) or canceled (one
 	// failed or was canceled). For an earlier job (Created false) it is
@@ -96,19 +99,22 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 // the same transaction.
 //
 // Jobs with parents (DependsOn, DependsOnIndex, Callback) are inserted in
-// one transaction with their edges (jobInsertDeps).
+// one transaction with their edges (jobInsertDeps); unique jobs (Unique)
+// in one transaction with their claims (unique.go). A call with neither
+// runs as before: no statement is added for it.
 func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobInsertResult, error) {
 	all := make([]int, len(params))
-	keyed, deps := false, false
+	keyed, deps, unique := false, false, false
 	for i, p := range params {
 		all[i] = i
 		keyed = keyed || p.IdempotencyKey != ""
 		deps = deps || p.hasParents()
+		unique = unique || p.Unique != nil
 	}
 	out := make([]JobInsertResult, len(params))
-	if deps {
+	if deps || unique {
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			return jobInsertDeps(ctx, tx, params, all, out)
+			return jobInsertTx(ctx, tx, params, all, deps, unique, out)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
@@ -128,6 +134,35 @@ func (s *Store) JobInsert(ctx context.Context, params []JobInsertParams) ([]JobI
 		return nil, fmt.Errorf("insert jobs: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// jobInsertTx inserts jobs with parents or unique keys in tx: the claims
+// first (the jobs a live claim answers are not inserted), then the jobs
+// and their edges, then the claims of the jobs created.
+func jobInsertTx(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, deps, unique bool, out []JobInsertResult) error {
+	u := &uniqueBatch{}
+	if unique {
+		var err error
+		if u, idx, err = jobUniqueClaim(ctx, tx, params, out); err != nil {
+			return err
+		}
+	}
+	if deps {
+		if err := jobInsertDeps(ctx, tx, params, idx, out, u.fillRepeats); err != nil {
+			return err
+		}
+	} else {
+		if len(idx) > 0 {
+			if err := jobInsertKeyed(ctx, tx, params, idx, out); err != nil {
+				return err
+			}
+		}
+		u.fillRepeats(out)
+	}
+	if unique {
+		return jobUniqueSet(ctx, tx, params, u, out)
+	}
+	return nil
 }
 
 // jobInsertLookups bounds how often a key whose job vanished between the
@@ -222,8 +257,14 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	rows, err := db.Query(ctx, q("JobInsertRows"),
-		names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks)
+	args := []any{names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks}
+	var rows pgx.Rows
+	var err error
+	if slices.ContainsFunc(keys, func(k *string) bool { return k != nil }) {
+		rows, err = db.Query(ctx, q("JobInsertRows"), args...)
+	} else {
+		rows, err = db.Query(ctx, q("JobInsertRowsUnkeyed"), args...)
+	}
 	if err != nil {
 		return nil, err
 	}

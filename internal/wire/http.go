@@ -44,6 +44,19 @@ type SubmitRequest struct {
 	// DependsOnIndex, in a batch only, names earlier jobs of the same
 	// batch by their index (each below the job's own), like DependsOn.
 	DependsOnIndex []int `json:"depends_on_index,omitempty"`
+	// UniqueFor (1..2,592,000 seconds, 30 days) makes the job unique for
+	// that long from its submission: a submission of the same name, queue
+	// and payload (or UniqueKey) answers 200 with this job while it is in
+	// one of UniqueStates. Absent: not unique.
+	UniqueFor *int `json:"unique_for,omitempty"`
+	// UniqueStates are the states in which the job still counts as the
+	// same one; default waiting, pending, leased, retrying and completed
+	// (so a failed or canceled job frees the key). Only with UniqueFor.
+	UniqueStates []string `json:"unique_states,omitempty"`
+	// UniqueKey (at most 200 characters) replaces the payload in the
+	// uniqueness key, which stays scoped by name and queue. Only with
+	// UniqueFor.
+	UniqueKey string `json:"unique_key,omitempty"`
 }
 
 // BatchSubmitRequest is the object form of the POST /submit_jobs body; a
@@ -59,7 +72,7 @@ type BatchSubmitRequest struct {
 }
 
 // SubmitResponse answers a submission (201 created, 200 for a repeated
-// idempotency key) and a state change (cancel, requeue).
+// idempotency key or a unique job's repeat) and a state change (cancel, requeue).
 type SubmitResponse struct {
 	JobID           string `json:"job_id"`
 	Status          string `json:"status"`
@@ -181,4 +194,5 @@ const (
 	CodeNotLeader            = "not_leader"             // 503 from a standby coordinator's /workers: ask the leader
 	CodeUnknownDependency    = "unknown_dependency"     // 400: depends_on names jobs that do not exist; the message lists them
 	CodeUnknownJobName       = "unknown_job_name"       // 400 with REJECT_UNKNOWN_JOB_NAMES: no worker handles the name; the message lists those handled
+	CodeInvalidUnique        = "invalid_unique"         // 400: unique_for, unique_states or unique_key is invalid; the message names the field
 )

@@ -83,11 +83,17 @@ type Heartbeat struct {
 	// (WORKER_QUEUES); none: every queue, by priority alone.
 	Queues      []QueueWeight `json:"queues,omitempty"`
 	Concurrency int           `json:"concurrency"`
-	InFlight    []InFlight    `json:"in_flight"`
-	Draining    bool          `json:"draining,omitempty"` // shutting down: send no more jobs
-	Stopped     bool          `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
-	Credential  string        `json:"credential,omitempty"`
-	SentAt      time.Time     `json:"sent_at"` // informational only; ages use the receiver's clock
+	// Prefetch is how many jobs beyond Concurrency it takes, each waiting
+	// for a free slot (WORKER_PREFETCH); 0 or omitted: none.
+	Prefetch   int        `json:"prefetch,omitempty"`
+	InFlight   []InFlight `json:"in_flight"`
+	Draining   bool       `json:"draining,omitempty"` // shutting down: send no more jobs
+	Stopped    bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
+	Credential string     `json:"credential,omitempty"`
+	// Codec is the newest codec of deliveries the worker reads (codec.go):
+	// CodecJSON (0, omitted) or CodecBinary.
+	Codec  int       `json:"codec,omitempty"`
+	SentAt time.Time `json:"sent_at"` // informational only; ages use the receiver's clock
 }
 
 // QueueWeight is one queue a worker serves and its weight: when every

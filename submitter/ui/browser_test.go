@@ -2,6 +2,8 @@ package ui_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,6 +166,14 @@ func (s *site) seed() {
 	var r wire.SubmitResponse
 	s.call("POST", "/submit_job", `{"name":"big","payload":"`+strings.Repeat("B", 300<<10)+`"}`, &r)
 	s.bigPayload = r.JobID
+	// The last hour's rollup, as the leader coordinator writes it.
+	if _, err := s.db.Exec(s.t.Context(), `INSERT INTO job_rollup (minute, name, completed, failed, started, start_p50_ms,
+			start_p95_ms, queue_depth, oldest_pending_seconds)
+		SELECT date_trunc('minute', now()) - i * interval '1 minute', n, 20 + (i * 7) % 13, i % 3, 25, 4 + i % 5, 30 + (i * 11) % 40,
+			(i * 17) % 50, (i * 5) % 30
+		FROM generate_series(1, 60) AS i, (VALUES (''), ('bulk')) AS t(n)`); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // browser starts headless Chromium with a fresh profile and records
@@ -228,8 +238,10 @@ func (b *browser) listen(ev any) {
 		b.problems = append(b.problems, "exception: "+ev.ExceptionDetails.Text)
 	case *cdplog.EventEntryAdded:
 		e := ev.Entry
-		// 401 and 403 answers are expected where the test forges requests.
-		if e.Source == cdplog.EntrySourceNetwork && (strings.Contains(e.Text, "status of 403") || strings.Contains(e.Text, "status of 401")) {
+		// 401 and 403 answers are expected where the test forges requests,
+		// the 404 where it opens the error page.
+		if e.Source == cdplog.EntrySourceNetwork && (strings.Contains(e.Text, "status of 403") || strings.Contains(e.Text, "status of 401") ||
+			strings.HasSuffix(e.URL, "/console/nope")) {
 			return
 		}
 		if e.Level == cdplog.EntryLevelError || e.Level == cdplog.EntryLevelWarning || e.Source == cdplog.EntrySourceSecurity {
@@ -307,9 +319,13 @@ func count(t *testing.T, b *browser, sel string) int {
 	return len(get(t, b, "count "+sel, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0))))
 }
 
+// text reads an element's text in one evaluation: live updates may
+// replace the element between two steps of chromedp.Text.
 func text(t *testing.T, b *browser, sel string) string {
 	t.Helper()
-	return get(t, b, "text of "+sel, chromedp.Text(chromedp.CSS(sel)))
+	q, _ := json.Marshal(sel)
+	b.waitJS(t, "an element "+sel, `document.querySelector(`+string(q)+`) !== null`)
+	return get(t, b, "text of "+sel, chromedp.Evaluate[string](`document.querySelector(`+string(q)+`).innerText`))
 }
 
 // TestBrowser drives the console in Chromium through a proxy prefix, as a
@@ -331,6 +347,7 @@ func TestBrowser(t *testing.T) {
 	deep := s.console + "jobs?q=" + url.QueryEscape("queue:mail state:failed")
 	b.do(t, "deep link", chromedp.Navigate(deep), chromedp.WaitVisible(chromedp.CSS(`#token`)))
 	b.shot(t, shots, "login")
+	b.axe(t, "login")
 
 	// Read only: no action controls; a forged POST gets 403.
 	b.login(t, s.read)
@@ -366,7 +383,42 @@ func TestBrowser(t *testing.T) {
 	if dlq != strconv.FormatInt(stats.DLQDepth, 10) || dlq != "4" {
 		t.Errorf("overview DLQ depth %s, /stats says %d", dlq, stats.DLQDepth)
 	}
+	if n := count(t, b, `#charts svg[role=img]`); n != 4 {
+		t.Errorf("the overview draws %d charts, want 4", n)
+	}
+	if n := count(t, b, `#chart-throughput polyline`); n < 2 {
+		t.Errorf("the throughput chart has %d lines, want completed and failed", n)
+	}
 	b.shot(t, shots, "overview")
+	b.do(t, "scroll to the charts", chromedp.ScrollIntoView(chromedp.CSS(`#charts`)))
+	b.shot(t, shots, "charts")
+	b.axe(t, "overview")
+
+	// Live: a job submitted over HTTP shows on the Overview, then on
+	// Jobs, within 2 s and without a reload.
+	pending := text(t, b, `td[data-state="pending"]`)
+	get(t, b, "mark the page", chromedp.Evaluate[bool](`window.notReloaded = true`))
+	b.waitJS(t, "overview stream", `window.dtsLive && window.dtsLive.state() === "stream"`)
+	var fresh wire.SubmitResponse
+	s.call("POST", "/submit_job", `{"name":"live"}`, &fresh)
+	b.within(t, "the overview counts the new job", 2*time.Second,
+		`window.notReloaded === true && document.querySelector('td[data-state="pending"]').textContent !== "`+pending+`"`)
+	b.do(t, "jobs, live", chromedp.Navigate(s.console+"jobs"), chromedp.WaitVisible(chromedp.CSS(`#results`)))
+	get(t, b, "mark the page", chromedp.Evaluate[bool](`window.notReloaded = true`))
+	b.waitJS(t, "jobs stream", `window.dtsLive.state() === "stream"`)
+	s.call("POST", "/submit_job", `{"name":"live"}`, &fresh)
+	b.within(t, "the new job on Jobs", 2*time.Second, `window.notReloaded === true && document.querySelector('#results tr[data-job-id="`+fresh.JobID+`"]') !== null`)
+	// The refresh choice: off holds no stream, and neither does a hidden tab.
+	get(t, b, "refresh off", chromedp.Evaluate[bool](`(s => { s.value = "0"; return s.dispatchEvent(new Event("change")) })(document.getElementById("refresh"))`))
+	b.waitJS(t, "no stream when off", `window.dtsLive.state() === "off"`)
+	get(t, b, "refresh 1 s", chromedp.Evaluate[bool](`(s => { s.value = "1"; return s.dispatchEvent(new Event("change")) })(document.getElementById("refresh"))`))
+	b.waitJS(t, "a stream again", `window.dtsLive.state() === "stream"`)
+	get(t, b, "hide the tab", chromedp.Evaluate[bool](`Object.defineProperty(document, "hidden", {value: true, configurable: true});
+		document.dispatchEvent(new Event("visibilitychange"))`))
+	b.waitJS(t, "no stream while hidden", `window.dtsLive.state() === "hidden"`)
+	get(t, b, "show the tab", chromedp.Evaluate[bool](`Object.defineProperty(document, "hidden", {value: false, configurable: true});
+		document.dispatchEvent(new Event("visibilitychange"))`))
+	b.waitJS(t, "a stream once shown", `window.dtsLive.state() === "stream"`)
 
 	// Jobs: filter (an htmx swap that pushes the URL), the next page, back,
 	// and the second page as a deep link.
@@ -374,6 +426,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#q`), "name:bulk"), chromedp.Click(chromedp.CSS(`form.search button`)))
 	b.waitJS(t, "filtered", `location.search === "?q=name%3Abulk" && document.querySelectorAll("#results tbody tr").length === 50`)
 	b.shot(t, shots, "jobs")
+	b.axe(t, "jobs")
 	first := s.bulk[len(s.bulk)-1]
 	if n := count(t, b, `#results tr[data-job-id="`+first+`"]`); n != 1 {
 		t.Errorf("the newest bulk job %s is not on the first page", first)
@@ -403,11 +456,13 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("admin sees no Requeue on a dead job")
 	}
 	b.shot(t, shots, "job")
+	b.axe(t, "job")
 	b.do(t, "big job", chromedp.Navigate(s.console+"jobs/"+s.bigPayload), chromedp.WaitVisible(chromedp.CSS(`#download-payload`)))
 
 	// Dead letters: select two and requeue them.
 	b.do(t, "dlq", chromedp.Navigate(s.console+"dlq"), chromedp.WaitVisible(chromedp.CSS(`#requeue-selected`)))
 	b.shot(t, shots, "dlq")
+	b.axe(t, "dlq")
 	b.do(t, "requeue selected",
 		chromedp.Click(chromedp.CSS(`input[value="`+s.failed[0]+`"]`)), chromedp.Click(chromedp.CSS(`input[value="`+s.failed[1]+`"]`)),
 		chromedp.Click(chromedp.CSS(`#requeue-selected`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
@@ -415,6 +470,9 @@ func TestBrowser(t *testing.T) {
 	if msg != "2 jobs requeued." || s.status(s.failed[0]) != "pending" || s.status(s.failed[1]) != "pending" || s.status(s.failed[2]) != "failed" {
 		t.Errorf("after requeueing two: %q, states %s %s %s", msg, s.status(s.failed[0]), s.status(s.failed[1]), s.status(s.failed[2]))
 	}
+
+	b.do(t, "error page", chromedp.Navigate(s.console+"nope"), chromedp.WaitVisible(chromedp.CSS(`#error-message`)))
+	b.axe(t, "error page")
 
 	// With JavaScript off, requeue is a plain form POST.
 	if err := call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
@@ -455,6 +513,59 @@ func TestBrowser(t *testing.T) {
 	}
 	if !slices.ContainsFunc(b.urls, func(u string) bool { return strings.Contains(u, "/static/htmx-") }) {
 		t.Errorf("htmx was never loaded")
+	}
+}
+
+// within waits until cond holds in the page, failing if it takes longer
+// than d.
+func (b *browser) within(t *testing.T, what string, d time.Duration, cond string) {
+	t.Helper()
+	start := time.Now()
+	b.waitJS(t, what, cond)
+	if took := time.Since(start); took > d {
+		t.Errorf("%s took %s, want at most %s", what, took.Round(time.Millisecond), d)
+	}
+}
+
+// axe-core, vendored from npm for this test only (scripts/vendor-axe.sh):
+// TestVendoredAxe checks it is that release, byte for byte.
+const (
+	axeVersion = "4.14.1"
+	axeFile    = "testdata/axe-core-" + axeVersion + ".min.js"
+	axeSHA256  = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
+)
+
+// axe runs axe-core on the page and fails on every serious or critical
+// violation.
+func (b *browser) axe(t *testing.T, page string) {
+	t.Helper()
+	src, err := os.ReadFile(axeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !get(t, b, "load axe-core", chromedp.Evaluate[bool](`(function () {`+string(src)+`; return typeof axe === "object"; })() || typeof window.axe === "object"`)) {
+		t.Fatal("axe-core did not load")
+	}
+	bad := get(t, b, "axe on "+page, chromedp.Evaluate[[]string](`window.axe.run(document, {resultTypes: ["violations"]}).then(r =>
+		r.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v =>
+			v.impact + " " + v.id + ": " + v.help + " at " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", ")))`,
+		chromedp.EvalAwaitPromise))
+	for _, v := range bad {
+		t.Errorf("axe on %s: %s", page, v)
+	}
+}
+
+// TestVendoredAxe: the axe-core the browser test runs is the npm release
+// axeVersion names.
+func TestVendoredAxe(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(axeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != axeSHA256 || !strings.HasPrefix(string(b), "/*! axe v"+axeVersion+"\n") {
+		t.Errorf("%s: sha256 %s, want %s (axe v%s)", axeFile, got, axeSHA256, axeVersion)
 	}
 }
 

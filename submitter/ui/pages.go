@@ -30,6 +30,7 @@ type Page struct {
 	Admin  bool   // show action controls
 	AuthOn bool
 	Flash  string
+	Live   *liveInfo // the page's live fragments' event stream (live.go); nil: none
 	Data   any
 }
 
@@ -64,12 +65,7 @@ type overviewData struct {
 	Snap                  overview
 	States                []stateCount
 	Healthy, TotalWorkers int64
-	Queues                []queueRow
-}
-
-type queueRow struct {
-	wire.QueueInfo
-	Link string // its jobs
+	Charts                chartsData
 }
 
 type stateCount struct {
@@ -83,18 +79,20 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		redirect(w, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]+"/")
 		return
 	}
+	name, err := chartName(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	snap, err := c.snap.get(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	d := overviewData{Snap: snap}
+	d := overviewData{Snap: snap, Charts: c.chartsFor(r, snap, name)}
 	for _, st := range job.States {
 		d.States = append(d.States, stateCount{State: string(st), N: snap.Stats.Jobs[string(st)],
 			Link: rootOf(r) + "jobs?q=" + url.QueryEscape("state:"+string(st))})
-	}
-	for _, q := range snap.Queues {
-		d.Queues = append(d.Queues, queueRow{QueueInfo: q, Link: rootOf(r) + "jobs?q=" + url.QueryEscape("queue:"+q.Name)})
 	}
 	for state, n := range snap.Stats.Workers {
 		d.TotalWorkers += n
@@ -102,7 +100,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			d.Healthy += n
 		}
 	}
-	c.render(w, r, http.StatusOK, "overview", Page{Title: "Overview", Nav: "overview", Data: d})
+	c.render(w, r, http.StatusOK, "overview", Page{Title: "Overview", Nav: "overview", Live: c.liveFor(r, snap), Data: d})
 }
 
 // ---- Jobs ----
@@ -113,6 +111,7 @@ type jobsData struct {
 	Jobs     []wire.Job
 	NextURL  string // older jobs; "" on the last page
 	FirstURL string // the newest page; "" when on it
+	LiveURL  string // what a live refresh re-fetches; "" when none (older pages, id:)
 }
 
 var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
@@ -152,7 +151,12 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = pageSize
-	resp, err := c.svc.JobList(r.Context(), p)
+	if p.Before == 0 {
+		if snap, err := c.snap.get(r.Context()); err == nil {
+			page.Live, d.LiveURL = c.liveFor(r, snap), base+"&live=1"
+		}
+	}
+	resp, err := c.list(r, p)
 	var he *httpx.Error
 	if errors.As(err, &he) && he.Status == http.StatusBadRequest {
 		d.Error = he.Message

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"slices"
 	"time"
 )
 
@@ -38,6 +39,8 @@ var funcs = template.FuncMap{
 	},
 	"quoteq":   func(key, val string) string { return key + ":" + fmt.Sprintf("%q", val) },
 	"htmxFile": func() string { return HTMXFile },
+	"sseFile":  func() string { return HTMXSSEFile },
+	"has":      func(list []string, s string) bool { return slices.Contains(list, s) },
 	"dict": func(kv ...any) map[string]any {
 		m := make(map[string]any, len(kv)/2)
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -48,7 +51,7 @@ var funcs = template.FuncMap{
 }
 
 func parseTemplates() (map[string]*template.Template, error) {
-	base, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	base, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/charts.html")
 	if err != nil {
 		return nil, fmt.Errorf("parse layout: %w", err)
 	}

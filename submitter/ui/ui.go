@@ -43,6 +43,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -65,7 +66,9 @@ type Service interface {
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
 	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
 	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)
-	Queues(ctx context.Context) (wire.QueueListResponse, error)
+	// Rollup returns the per-minute rollup rows from since on (live.go,
+	// charts.go).
+	Rollup(ctx context.Context, since time.Time) ([]store.RollupRow, error)
 }
 
 // Config configures the console.
@@ -77,16 +80,19 @@ type Config struct {
 	// Failures limits failed logins per client address (the API's limiter
 	// of failed authentications). Default nil: no limit.
 	Failures *httpx.RateLimiter
-	// StatsInterval is how old the Overview's counts may be: they are read
-	// at most once per interval, whatever the number of viewers. Default
-	// DefaultStatsInterval (2s).
+	// StatsInterval is how often the console's one refresher reads the
+	// counts while someone looks (live.go), whatever the number of
+	// viewers. Default DefaultStatsInterval (1s).
 	StatsInterval time.Duration
+	// GrafanaURL is the base URL of the Grafana serving deploy/grafana's
+	// dashboard; each chart links to its panel. Default "": no links.
+	GrafanaURL string
 	// Logger receives the errors behind 5xx pages. Default slog.Default().
 	Logger *slog.Logger
 }
 
 // DefaultStatsInterval is Config.StatsInterval's default.
-const DefaultStatsInterval = 2 * time.Second
+const DefaultStatsInterval = time.Second
 
 // The vendored scripts (static/), from npm: scripts/vendor-htmx.sh fetches
 // them, TestVendoredScripts checks their version and SHA-256.
@@ -121,7 +127,9 @@ type Console struct {
 	svc     Service
 	cfg     Config
 	pages   map[string]*template.Template
-	snap    *snapshot
+	snap    *refresher
+	streams atomic.Int32 // open event streams
+	lists   sharedLists
 	handler http.Handler
 }
 
@@ -138,7 +146,7 @@ func New(svc Service, cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{svc: svc, cfg: cfg, pages: pages, snap: newSnapshot(svc, cfg.StatsInterval, time.Now)}
+	c := &Console{svc: svc, cfg: cfg, pages: pages, snap: newRefresher(svc, cfg.StatsInterval, time.Now)}
 	c.handler = c.routes()
 	return c, nil
 }
@@ -146,6 +154,12 @@ func New(svc Service, cfg Config) (*Console, error) {
 // ServeHTTP serves the console. Mount it under a base path (chi's Mount
 // strips nothing: links are relative to the page).
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// Close stops the refresher and ends every event stream (their pages
+// reconnect elsewhere or poll). Pages served after it fail with 503. It
+// is idempotent; call it when the server shuts down, which would
+// otherwise wait for the streams.
+func (c *Console) Close() { c.snap.close() }
 
 func (c *Console) routes() http.Handler {
 	r := chi.NewRouter()
@@ -162,6 +176,9 @@ func (c *Console) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(c.authenticate)
 		r.Get("/", c.overview)
+		r.Get("/live", c.live)
+		r.Get("/live/poll", c.poll)
+		r.Get("/charts", c.charts)
 		r.Get("/jobs", c.jobs)
 		r.Get("/jobs/{id}", c.job)
 		r.Get("/jobs/{id}/{part:payload|result}", c.download)

@@ -35,6 +35,9 @@ type fakeService struct {
 	mu       sync.Mutex
 	jobs     map[int64]wire.Job
 	stats    atomic.Int64
+	calls    atomic.Int64 // every call, of every method
+	pending  atomic.Int64 // the pending count Stats reports
+	rollup   []store.RollupRow
 	requeued []int64
 	lists    []store.JobListParams
 }
@@ -62,20 +65,25 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func (f *fakeService) Stats(context.Context) (wire.StatsResponse, error) {
 	f.stats.Add(1)
-	return wire.StatsResponse{Jobs: map[string]int64{"pending": 1, "failed": 2, "completed": 1, "leased": 0, "retrying": 0, "canceled": 0},
+	f.calls.Add(1)
+	return wire.StatsResponse{Jobs: map[string]int64{"pending": 1 + f.pending.Load(), "failed": 2, "completed": 1, "leased": 0, "retrying": 0, "canceled": 0},
 		DLQDepth: 2, Workers: map[string]int64{"available": 1, "busy": 1, "unavailable": 3, "draining": 0}}, nil
 }
 
-func (f *fakeService) Leader(context.Context) (string, int64, error) { return hostile, 7, nil }
+func (f *fakeService) Leader(context.Context) (string, int64, error) {
+	f.calls.Add(1)
+	return hostile, 7, nil
+}
 
-func (f *fakeService) Queues(context.Context) (wire.QueueListResponse, error) {
-	return wire.QueueListResponse{Queues: []wire.QueueInfo{
-		{Name: "reports", Paused: true, Concurrency: 4, Depth: 40, Pending: 41, OldestPendingSeconds: 612.4, CompletedPerMinute: 3},
-		{Name: hostile, Depth: 1, Running: 2},
-	}}, nil
+func (f *fakeService) Rollup(context.Context, time.Time) ([]store.RollupRow, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rollup, nil
 }
 
 func (f *fakeService) JobGet(_ context.Context, id int64) (wire.Job, error) {
+	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	j, ok := f.jobs[id]
@@ -86,6 +94,7 @@ func (f *fakeService) JobGet(_ context.Context, id int64) (wire.Job, error) {
 }
 
 func (f *fakeService) JobList(_ context.Context, p store.JobListParams) (wire.JobListResponse, error) {
+	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists = append(f.lists, p)
@@ -152,6 +161,7 @@ func newConsole(t *testing.T, authn bool) (*Console, *fakeService) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.Close)
 	return c, f
 }
 
@@ -181,8 +191,9 @@ func serve(c *Console, method, target, token string, form url.Values, headers ..
 var nonceAttr = regexp.MustCompile(`nonce="([^"]+)"`)
 
 // checkPage: the security headers are there, the nonce of the page's tags
-// is the CSP's, no hostile string came out unescaped, and the only script
-// is the vendored htmx.
+// is the CSP's, no hostile string came out unescaped, and the only scripts
+// are the vendored htmx (and, on a page with live fragments, its SSE
+// extension and live.js).
 func checkPage(t *testing.T, name string, w *httptest.ResponseRecorder, wantStatus int) string {
 	t.Helper()
 	body := w.Body.String()
@@ -212,8 +223,19 @@ func checkPage(t *testing.T, name string, w *httptest.ResponseRecorder, wantStat
 			t.Errorf("%s: %q came out unescaped", name, bad)
 		}
 	}
-	if n := strings.Count(body, "<script"); strings.Contains(body, "<html") && (n != 1 || !strings.Contains(body, `static/`+HTMXFile+`" nonce=`)) {
-		t.Errorf("%s: %d script tags, want the vendored htmx only", name, n)
+	if strings.Contains(body, "<html") {
+		want := []string{HTMXFile}
+		if strings.Contains(body, `sse-connect=`) {
+			want = append(want, HTMXSSEFile, "live.js")
+		}
+		if n := strings.Count(body, "<script"); n != len(want) {
+			t.Errorf("%s: %d script tags, want %v", name, n, want)
+		}
+		for _, f := range want {
+			if !strings.Contains(body, `static/`+f+`" nonce=`) {
+				t.Errorf("%s: no script tag of %s", name, f)
+			}
+		}
 	}
 	return body
 }
@@ -233,8 +255,7 @@ func TestPagesRender(t *testing.T) {
 		headers             []string
 	}{
 		{name: "overview", target: "/", token: "admin", status: 200,
-			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`,
-				`<tr data-queue="reports"><td><a href="./jobs?q=queue%3Areports">reports</a></td><td><span class="state state-failed">paused</span></td><td class="n">4</td><td class="n">40</td><td class="n">41</td><td class="n">612 s</td>`}},
+			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`}},
 		{name: "overview read only", target: "/", token: "read", status: 200, want: []string{"read only", "Log out"}},
 		{name: "overview auth off", target: "/", authOff: true, status: 200, wantNot: []string{"Log out"}},
 		{name: "jobs", target: "/jobs", token: "admin", status: 200,
@@ -245,7 +266,7 @@ func TestPagesRender(t *testing.T) {
 			want: []string{"unknown qualifier"}},
 		{name: "jobs by id", target: "/jobs?q=id:2", token: "read", status: 200, want: []string{`data-job-id="2"`}, wantNot: []string{`data-job-id="1"`}},
 		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
-			want: []string{`<div id="results">`}, wantNot: []string{"<html", "<form"}},
+			want: []string{`<div id="results" hx-get="./jobs?q=state%3Afailed&amp;live=1" hx-trigger="sse:jobs"`}, wantNot: []string{"<html", "<form"}},
 		{name: "jobs history restore", target: "/jobs", token: "read", status: 200,
 			headers: []string{"HX-Request", "true", "HX-History-Restore-Request", "true"}, want: []string{"<html"}},
 		{name: "job", target: "/jobs/1", token: "admin", status: 200,
@@ -387,14 +408,15 @@ func TestRootRedirect(t *testing.T) {
 	}
 }
 
-// TestSnapshotShared: concurrent viewers share one read; the next read
-// comes once the interval has passed.
+// TestSnapshotShared: concurrent viewers share one read of the
+// refresher; the next read comes once the interval has passed.
 func TestSnapshotShared(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
-	s := newSnapshot(f, 2*time.Second, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	s := newRefresher(f, time.Hour, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	t.Cleanup(s.close)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
@@ -408,7 +430,7 @@ func TestSnapshotShared(t *testing.T) {
 		t.Errorf("20 viewers made %d reads, want 1", n)
 	}
 	mu.Lock()
-	now = now.Add(2 * time.Second)
+	now = now.Add(3 * time.Hour) // stale: the next viewer wakes the loop and waits for its read
 	mu.Unlock()
 	if _, err := s.get(t.Context()); err != nil || f.stats.Load() != 2 {
 		t.Errorf("after the interval: %d reads, err %v", f.stats.Load(), err)
@@ -475,7 +497,7 @@ func TestVendoredScripts(t *testing.T) {
 	}
 	entries, _ := fs.ReadDir(staticFS, "static")
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".js") && e.Name() != HTMXFile && e.Name() != HTMXSSEFile {
+		if strings.HasSuffix(e.Name(), ".js") && e.Name() != HTMXFile && e.Name() != HTMXSSEFile && e.Name() != "live.js" { // live.js: the console's own
 			t.Errorf("static/%s: an unchecked script", e.Name())
 		}
 	}

@@ -33,8 +33,14 @@ type Worker struct {
 	// heartbeat declared them (WORKER_QUEUES); nil: every queue.
 	Queues      []wire.QueueWeight
 	Concurrency int
-	Draining    bool
-	Gone        bool // unavailable: missed heartbeats or said it stopped
+	// Prefetch is how many jobs beyond Concurrency it takes, each waiting
+	// for a slot (WORKER_PREFETCH).
+	Prefetch int
+	// Codec is the newest delivery codec it reads (wire.CodecJSON or
+	// wire.CodecBinary), from its heartbeats.
+	Codec    int
+	Draining bool
+	Gone     bool // unavailable: missed heartbeats or said it stopped
 	// StoppedAt is when it said it stopped; zero otherwise, and zero again
 	// once its leftover leases were released.
 	StoppedAt time.Time
@@ -69,12 +75,16 @@ func (w *Worker) State() string {
 
 func (w *Worker) busySlots() int { return max(len(w.InFlight), w.Reported) }
 
+// free is how many more jobs it takes: free slots, then prefetch.
 func (w *Worker) free() int {
 	if w.Gone || w.Draining {
 		return 0
 	}
-	return max(w.Concurrency-w.busySlots(), 0)
+	return max(w.Concurrency+w.Prefetch-w.busySlots(), 0)
 }
+
+// freeSlots is how many more jobs it would start at once.
+func (w *Worker) freeSlots() int { return min(w.free(), max(w.Concurrency-w.busySlots(), 0)) }
 
 func (w *Worker) any() bool { return slices.Contains(w.Types, "*") }
 
@@ -114,9 +124,9 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 			}
 		}
 	}
-	w.Types, w.Concurrency, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Draining, now, false
+	w.Types, w.Concurrency, w.Codec, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Codec, hb.Draining, now, false
+	w.Prefetch, w.Reported, w.StoppedAt = hb.Prefetch, len(hb.InFlight), time.Time{}
 	w.Queues = checkQueues(hb.Queues, w.Queues)
-	w.Reported, w.StoppedAt = len(hb.InFlight), time.Time{}
 	return joined
 }
 
@@ -313,17 +323,21 @@ func (r *Registry) Slots(max int) []SlotGroup {
 		if !anyTypes(k) {
 			g.Types = slices.Clone(ws[0].Types)
 		}
-		for round := 0; left > 0; round++ {
-			added := false
-			for _, w := range ws {
-				if left > 0 && w.free() > round {
-					g.Slots = append(g.Slots, w.ID)
-					left--
-					added = true
+		// Free slots first, then prefetch: a job waits on a busy worker
+		// only when no worker of the group has a slot for it.
+		for _, capacity := range []func(*Worker) int{(*Worker).freeSlots, func(w *Worker) int { return w.free() - w.freeSlots() }} {
+			for round := 0; left > 0; round++ {
+				added := false
+				for _, w := range ws {
+					if left > 0 && capacity(w) > round {
+						g.Slots = append(g.Slots, w.ID)
+						left--
+						added = true
+					}
 				}
-			}
-			if !added {
-				break
+				if !added {
+					break
+				}
 			}
 		}
 		if len(g.Slots) > 0 {
@@ -398,6 +412,14 @@ func (r *Registry) Remove(now time.Time, keep time.Duration) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Binary reports whether a worker reads deliveries in the binary codec.
+func (r *Registry) Binary(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[id]
+	return ok && w.Codec >= wire.CodecBinary
 }
 
 // Usable reports whether a worker is known, alive and not draining.

@@ -241,3 +241,35 @@ func TestUsable(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotsPrefetchAfterFreeSlots: a worker's prefetch is offered only
+// after every free slot of its group, so a job waits on a busy worker only
+// when no worker has a slot for it.
+func TestSlotsPrefetchAfterFreeSlots(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	a, b := hb("a", 2), hb("b", 2)
+	a.Prefetch, b.Prefetch = 2, 1
+	r.Heartbeat(a, t0)
+	r.Heartbeat(b, t0)
+	r.Assigned("a", 1, 1, t0)
+	r.Assigned("a", 2, 2, t0) // a: both slots busy, the most recently assigned
+	got := r.Slots(100)
+	want := []SlotGroup{{Slots: []string{"b", "b", "b", "a", "a"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slots = %+v, want b's two free slots, then prefetch in LRU order: b, a, a", got)
+	}
+	if got := r.Slots(2); !reflect.DeepEqual(got[0].Slots, []string{"b", "b"}) {
+		t.Fatalf("Slots(2) = %+v, want b's free slots only", got)
+	}
+	r.Assigned("a", 3, 3, t0)
+	r.Assigned("a", 4, 4, t0) // a: slots and prefetch full
+	if got := r.Slots(100); !reflect.DeepEqual(got[0].Slots, []string{"b", "b", "b"}) {
+		t.Fatalf("Slots = %+v, want b's slots and prefetch only", got)
+	}
+	for _, w := range r.Snapshot() {
+		if w.ID == "a" && w.State() != StateBusy {
+			t.Errorf("a with 4 jobs on 2 slots + 2 prefetch is %s, want busy", w.State())
+		}
+	}
+}

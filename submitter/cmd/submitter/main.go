@@ -124,6 +124,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"answer 400 unknown_job_name to a job whose name no worker handles (REJECT_UNKNOWN_JOB_NAMES)")
 	fs.StringVar(&cfg.UIBasePath, "ui-base-path", e.String("UI_BASE_PATH", submitter.DefaultUIBasePath),
 		"path of the operations console (UI_BASE_PATH)")
+	fs.StringVar(&cfg.GrafanaURL, "grafana-url", e.String("GRAFANA_URL", submitter.DefaultGrafanaURL),
+		"Grafana's base URL: the console's charts link to its dts dashboard; empty: no links (GRAFANA_URL)")
 	if err := e.Err(); err != nil {
 		return cfg, err
 	}

@@ -1,0 +1,243 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// The binary codec of the two hot Redis hops: deliveries (coordinator →
+// worker) and results (worker → coordinator). JSON stays the format of
+// everything else, and of these two messages for peers that do not speak
+// the codec: a decoder tells the two apart by the first byte ('{' for
+// JSON, BinaryMagic for this codec).
+//
+// Why: decoding these two messages with encoding/json was a fifth of the
+// leader coordinator's CPU and a sixth of each worker's under load
+// (docs/benchmarks.md, "Binary codec").
+//
+// Who speaks it: a worker announces CodecBinary in its heartbeats; the
+// coordinator then delivers to it in this codec, and a worker that has
+// received a delivery in this codec sends its results in it. Upgrade the
+// coordinators before the workers: a new worker's results reach an old
+// coordinator only after a new one has delivered to it.
+//
+// Layout. Integers are unsigned varints (encoding/binary), times are
+// signed varints of Unix nanoseconds (0 is the zero time), and a string or
+// byte string is its length as a varint followed by its bytes.
+//
+//	delivery: BinaryMagic, lease token in decimal ASCII, 0x00, job id, name,
+//	          queue, payload, attempt, max retries, timeout seconds, created at
+//	result:   BinaryMagic, job id, lease token, worker id, attempt, outcome,
+//	          result, error, reason, progress, message, started at, finished at
+//
+// A delivery's token leads in text so that the Lua script that removes
+// deliveries by token (queue.RemoveDeliveries) can read it without a
+// decoder of its own.
+
+// Codecs a worker can announce in Heartbeat.Codec.
+const (
+	CodecJSON   = 0 // JSON only (workers before the binary codec)
+	CodecBinary = 1 // also the binary codec of this file
+)
+
+// BinaryMagic is the first byte of every binary-coded message.
+const BinaryMagic = 0x01
+
+// IsBinary reports whether b is a binary-coded message.
+func IsBinary(b []byte) bool { return len(b) > 0 && b[0] == BinaryMagic }
+
+var errShort = errors.New("truncated message")
+
+// AppendDelivery appends the binary form of d to b.
+func AppendDelivery(b []byte, d *Delivery) []byte {
+	b = append(b, BinaryMagic)
+	b = strconv.AppendInt(b, d.LeaseToken, 10)
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(d.JobID))
+	b = appendString(b, d.Name)
+	b = appendString(b, d.Queue)
+	b = appendBytes(b, d.Payload)
+	b = binary.AppendUvarint(b, uint64(d.Attempt))
+	b = binary.AppendUvarint(b, uint64(d.MaxRetries))
+	b = binary.AppendUvarint(b, uint64(d.TimeoutSeconds))
+	return appendTime(b, d.CreatedAt)
+}
+
+// ParseDelivery decodes the binary form of a delivery. The payload shares
+// b's memory.
+func ParseDelivery(b []byte) (Delivery, error) {
+	var d Delivery
+	if !IsBinary(b) {
+		return d, errors.New("not a binary message")
+	}
+	end := 1
+	for end < len(b) && b[end] != 0 {
+		end++
+	}
+	if end == len(b) {
+		return d, errShort
+	}
+	tok, err := strconv.ParseInt(string(b[1:end]), 10, 64)
+	if err != nil {
+		return d, errors.New("bad lease token")
+	}
+	r := reader{b: b[end+1:]}
+	d.LeaseToken = tok
+	d.JobID = r.int64()
+	d.Name = r.string()
+	d.Queue = r.string()
+	d.Payload = r.bytes()
+	d.Attempt = r.int()
+	d.MaxRetries = r.int()
+	d.TimeoutSeconds = r.int()
+	d.CreatedAt = r.time()
+	return d, r.done()
+}
+
+// AppendResult appends the binary form of r to b.
+func AppendResult(b []byte, r *Result) []byte {
+	b = append(b, BinaryMagic)
+	b = binary.AppendUvarint(b, uint64(r.JobID))
+	b = binary.AppendUvarint(b, uint64(r.LeaseToken))
+	b = appendString(b, r.WorkerID)
+	b = binary.AppendUvarint(b, uint64(r.Attempt))
+	b = appendString(b, r.Outcome)
+	b = appendBytes(b, r.Result)
+	b = appendString(b, r.Error)
+	b = appendString(b, r.Reason)
+	b = binary.AppendUvarint(b, uint64(r.Progress))
+	b = appendString(b, r.Message)
+	b = appendTime(b, r.StartedAt)
+	return appendTime(b, r.FinishedAt)
+}
+
+// ParseResult decodes the binary form of a result. Result shares b's
+// memory.
+func ParseResult(b []byte) (Result, error) {
+	var res Result
+	if !IsBinary(b) {
+		return res, errors.New("not a binary message")
+	}
+	r := reader{b: b[1:]}
+	res.JobID = r.int64()
+	res.LeaseToken = r.int64()
+	res.WorkerID = r.string()
+	res.Attempt = r.int()
+	res.Outcome = r.string()
+	res.Result = r.bytes()
+	res.Error = r.string()
+	res.Reason = r.string()
+	res.Progress = r.int()
+	res.Message = r.string()
+	res.StartedAt = r.time()
+	res.FinishedAt = r.time()
+	return res, r.done()
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return binary.AppendVarint(b, 0)
+	}
+	return binary.AppendVarint(b, t.UnixNano())
+}
+
+// reader decodes fields in order; the first error sticks and every later
+// field reads as zero, so a caller checks once, at the end (done).
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errShort
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// int64 reads a value that must fit a non-negative int64.
+func (r *reader) int64() int64 {
+	v := r.uvarint()
+	if v > 1<<63-1 {
+		r.fail("integer out of range")
+		return 0
+	}
+	return int64(v)
+}
+
+// int reads a value that must fit a non-negative int32 (attempts, retries,
+// seconds, a percentage).
+func (r *reader) int() int {
+	v := r.uvarint()
+	if v > 1<<31-1 {
+		r.fail("integer out of range")
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = errShort
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) string() string { return string(r.bytes()) }
+
+func (r *reader) time() time.Time {
+	if r.err != nil {
+		return time.Time{}
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errShort
+		return time.Time{}
+	}
+	r.b = r.b[n:]
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, v).UTC()
+}
+
+func (r *reader) fail(msg string) {
+	if r.err == nil {
+		r.err = errors.New(msg)
+	}
+}
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errors.New("trailing bytes")
+	}
+	return r.err
+}

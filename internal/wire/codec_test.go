@@ -1,0 +1,155 @@
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func sampleDelivery() Delivery {
+	return Delivery{
+		JobID: 1<<53 + 7, Name: "send_email", Queue: "critical", Payload: json.RawMessage(`{"to":"a@b.c","n":[1,2]}`),
+		Attempt: 3, MaxRetries: 5, TimeoutSeconds: 300, LeaseToken: 1<<62 + 12345,
+		CreatedAt: time.Date(2026, 11, 25, 3, 4, 5, 123456789, time.UTC),
+	}
+}
+
+func sampleResult() Result {
+	return Result{
+		JobID: 42, LeaseToken: 1<<63 - 1, WorkerID: "worker-é-1", Attempt: 2, Outcome: OutcomeFailed,
+		Result: json.RawMessage(`{"ok":false}`), Error: "boom\x00\nline", Reason: "timeout", Progress: 100,
+		Message: "almost", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+		FinishedAt: time.Date(2026, 1, 2, 3, 4, 6, 7, time.UTC),
+	}
+}
+
+func TestDeliveryRoundTrip(t *testing.T) {
+	for _, d := range []Delivery{sampleDelivery(), {JobID: 1, Name: "x", LeaseToken: 1}} {
+		b := AppendDelivery(nil, &d)
+		if !IsBinary(b) {
+			t.Fatalf("encoded delivery does not start with the magic byte: %q", b)
+		}
+		got, err := ParseDelivery(b)
+		if err != nil {
+			t.Fatalf("ParseDelivery: %v", err)
+		}
+		if !reflect.DeepEqual(got, d) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, d)
+		}
+	}
+}
+
+func TestResultRoundTrip(t *testing.T) {
+	for _, r := range []Result{sampleResult(), {JobID: 1, LeaseToken: 2, WorkerID: "w", Outcome: OutcomeCompleted}} {
+		b := AppendResult(nil, &r)
+		got, err := ParseResult(b)
+		if err != nil {
+			t.Fatalf("ParseResult: %v", err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
+		}
+	}
+}
+
+// The binary forms are what they replace, only smaller: a peer that sees a
+// JSON message never mistakes it for a binary one.
+func TestBinaryIsNotJSON(t *testing.T) {
+	d, r := sampleDelivery(), sampleResult()
+	for _, v := range []any{&d, &r} {
+		b, _ := json.Marshal(v)
+		if IsBinary(b) {
+			t.Errorf("JSON %s reads as binary", b)
+		}
+	}
+	if bin, js := AppendDelivery(nil, &d), mustJSON(t, &d); len(bin) >= len(js) {
+		t.Errorf("binary delivery %d bytes, JSON %d", len(bin), len(js))
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Every truncation of a valid message is refused, never misread.
+func TestTruncatedRefused(t *testing.T) {
+	d, r := sampleDelivery(), sampleResult()
+	db, rb := AppendDelivery(nil, &d), AppendResult(nil, &r)
+	for n := 0; n < len(db); n++ {
+		if _, err := ParseDelivery(db[:n]); err == nil {
+			t.Errorf("delivery cut to %d of %d bytes decoded", n, len(db))
+		}
+	}
+	for n := 0; n < len(rb); n++ {
+		if _, err := ParseResult(rb[:n]); err == nil {
+			t.Errorf("result cut to %d of %d bytes decoded", n, len(rb))
+		}
+	}
+	if _, err := ParseResult(append(rb, 0)); err == nil {
+		t.Error("result with a trailing byte decoded")
+	}
+}
+
+func TestOutOfRangeRefused(t *testing.T) {
+	// A job id of 2^63 does not fit an int64.
+	b := []byte{BinaryMagic, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}
+	if _, err := ParseResult(b); err == nil {
+		t.Error("job id 2^63 decoded")
+	}
+	// A lease token that is not a number.
+	if _, err := ParseDelivery([]byte("\x01abc\x00")); err == nil {
+		t.Error("lease token abc decoded")
+	}
+}
+
+// FuzzParse: no input panics either decoder, and whatever decodes encodes
+// back to something that decodes to the same value.
+func FuzzParse(f *testing.F) {
+	d, r := sampleDelivery(), sampleResult()
+	f.Add(AppendDelivery(nil, &d))
+	f.Add(AppendResult(nil, &r))
+	f.Add([]byte{BinaryMagic})
+	f.Add([]byte("\x01123\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, err := ParseDelivery(b); err == nil {
+			again, err := ParseDelivery(AppendDelivery(nil, &got))
+			if err != nil || !reflect.DeepEqual(again, got) {
+				t.Errorf("delivery %+v re-encoded: %+v, %v", got, again, err)
+			}
+		}
+		if got, err := ParseResult(b); err == nil {
+			again, err := ParseResult(AppendResult(nil, &got))
+			if err != nil || !reflect.DeepEqual(again, got) {
+				t.Errorf("result %+v re-encoded: %+v, %v", got, again, err)
+			}
+		}
+	})
+}
+
+func BenchmarkResultCodec(b *testing.B) {
+	r := sampleResult()
+	b.Run("binary", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = AppendResult(buf[:0], &r)
+			if _, err := ParseResult(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		for b.Loop() {
+			buf, _ := json.Marshal(&r)
+			var got Result
+			if err := json.Unmarshal(buf, &got); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,526 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// Live updates (docs/ui.md, "Live updates").
+//
+// One refresher per Console (so per submitter process) reads what the
+// pages show, the counts of GET /stats, the leader and the chart rollup,
+// on its own clock, and only while someone looks: while an event stream
+// is open or a page was served in the last idleAfter. Every viewer reads
+// its latest snapshot; none makes a store query of its own for it. Each
+// snapshot has a version per topic (the data behind one fragment of a
+// page); a page holds one event stream (GET live), which names the topics
+// whose version changed, at most once per the refresh period the viewer
+// chose; the page then re-fetches those fragments only. When the stream
+// cannot be held (a proxy that buffers, too many streams), the page polls
+// GET live/poll instead, which answers the same from the snapshot.
+//
+// What must stay true: the store is read by the refresher's loop only
+// (the Jobs page's refreshes share one list per search and snapshot), so
+// the console's queries do not grow with its viewers.
+
+// topic is the data behind one fragment of a page.
+type topic int
+
+const (
+	topicStats   topic = iota // the Overview's counts, leader and workers
+	topicJobs                 // job counts by state: the Jobs list may have changed
+	topicCharts               // the chart rollup
+	topicWorkers              // workers by state
+	numTopics
+)
+
+var topicNames = [numTopics]string{"stats", "jobs", "charts", "workers"}
+
+// versions are a snapshot's topic versions; its token ("1a2b.3c4d...")
+// is what a page was rendered with and an event stream starts from.
+type versions [numTopics]uint32
+
+func (v versions) token() string {
+	parts := make([]string, numTopics)
+	for i, n := range v {
+		parts[i] = strconv.FormatUint(uint64(n), 36)
+	}
+	return strings.Join(parts, ".")
+}
+
+var tokenRe = regexp.MustCompile(`^[0-9a-z]{1,7}(\.[0-9a-z]{1,7}){3}$`)
+
+// parseToken reads a token; ok is false for anything else (then every
+// topic counts as changed).
+func parseToken(s string) (v versions, ok bool) {
+	if !tokenRe.MatchString(s) {
+		return v, false
+	}
+	for i, p := range strings.Split(s, ".") {
+		n, err := strconv.ParseUint(p, 36, 32)
+		if err != nil {
+			return v, false
+		}
+		v[i] = uint32(n)
+	}
+	return v, true
+}
+
+// changed lists the topics whose versions differ from old's.
+func (v versions) changed(old versions, known bool) []string {
+	var out []string
+	for i := range v {
+		if !known || v[i] != old[i] {
+			out = append(out, topicNames[i])
+		}
+	}
+	return out
+}
+
+func hashOf(vs ...any) uint32 {
+	h := fnv.New32a()
+	for _, v := range vs {
+		b, _ := json.Marshal(v) // maps come out with sorted keys
+		_, _ = h.Write(b)
+	}
+	return h.Sum32()
+}
+
+// Timing of the refresher.
+const (
+	// idleAfter: with no stream open, the refresher stops reading this long
+	// after the last page or poll it served.
+	idleAfter = time.Minute
+	// leaderEvery, rollupEvery: the leader and the rollup change rarely
+	// (the rollup once a minute), so they are read less often than counts.
+	leaderEvery = 5 * time.Second
+	rollupEvery = 15 * time.Second
+	// chartWindow is what the charts show.
+	chartWindow = time.Hour
+)
+
+// overview is what the refresher read, at once.
+type overview struct {
+	At          time.Time
+	Stats       wire.StatsResponse
+	Leader      string
+	LeaderEpoch int64
+	Rollup      []store.RollupRow // the last chartWindow, oldest first
+	V           versions
+}
+
+// refresher keeps the snapshot every viewer of this process reads.
+type refresher struct {
+	svc      Service
+	interval time.Duration
+	now      func() time.Time
+
+	reads atomic.Int64 // store calls made, for tests and nothing else
+
+	mu       sync.Mutex
+	last     overview // zero At: never read
+	err      error    // of the last read
+	fresh    chan struct{}
+	wanted   time.Time // the last page or poll served
+	streams  int
+	running  bool
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	stopped  bool
+	leaderAt time.Time
+	rollupAt time.Time
+}
+
+// readTimeout bounds one read; it is not a viewer's to cancel, since
+// other viewers wait for it.
+const readTimeout = 5 * time.Second
+
+func newRefresher(svc Service, interval time.Duration, now func() time.Time) *refresher {
+	return &refresher{svc: svc, interval: interval, now: now, fresh: make(chan struct{}), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// demand notes a viewer and starts or wakes the loop. With stream set,
+// the viewer holds an event stream until it calls release.
+func (r *refresher) demand(stream bool) (ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	r.wanted = r.now()
+	if stream {
+		r.streams++
+	}
+	if !r.running {
+		r.running = true
+		go r.run()
+	}
+	if r.last.At.IsZero() || r.now().Sub(r.last.At) >= r.interval { // stale: read now
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+func (r *refresher) release() {
+	r.mu.Lock()
+	r.streams--
+	r.mu.Unlock()
+}
+
+// get returns a snapshot at most two intervals old, waiting for the
+// refresher's next read if it has none as fresh (it was idle).
+func (r *refresher) get(ctx context.Context) (overview, error) {
+	if !r.demand(false) {
+		return overview{}, httpx.Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "the console is shutting down")
+	}
+	for {
+		r.mu.Lock()
+		last, err, fresh := r.last, r.err, r.fresh
+		r.mu.Unlock()
+		if !last.At.IsZero() && r.now().Sub(last.At) < 2*r.interval {
+			return last, nil
+		}
+		select {
+		case <-fresh:
+			r.mu.Lock()
+			last, err = r.last, r.err
+			r.mu.Unlock()
+			if err != nil {
+				return overview{}, err
+			}
+		case <-ctx.Done():
+			if err != nil {
+				return overview{}, err
+			}
+			return overview{}, ctx.Err()
+		}
+		if !last.At.IsZero() {
+			return last, nil
+		}
+	}
+}
+
+// latest returns the newest snapshot and a channel closed at the next.
+func (r *refresher) latest() (overview, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.fresh
+}
+
+func (r *refresher) run() {
+	defer close(r.done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		case <-r.wake: // a viewer found the snapshot stale
+		}
+		r.mu.Lock()
+		idle := r.streams == 0 && r.now().Sub(r.wanted) > idleAfter
+		r.mu.Unlock()
+		if idle {
+			select {
+			case <-r.stop:
+				return
+			case <-r.wake:
+			}
+		}
+		r.read()
+		select {
+		case <-r.wake: // a demand while reading: no second read for it
+		default:
+		}
+		t.Reset(r.interval)
+	}
+}
+
+// read reads the counts (and the leader and the rollup when due) and
+// publishes the snapshot.
+func (r *refresher) read() {
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	now := r.now()
+	r.mu.Lock()
+	next := r.last
+	r.mu.Unlock()
+	var err error
+	r.reads.Add(1)
+	next.Stats, err = r.svc.Stats(ctx)
+	if err == nil && (next.At.IsZero() || now.Sub(r.leaderAt) >= leaderEvery) {
+		r.reads.Add(1)
+		if next.Leader, next.LeaderEpoch, err = r.svc.Leader(ctx); err == nil {
+			r.leaderAt = now
+		}
+	}
+	// The rollup: every rollupEvery, and at once when a new minute has
+	// probably been written.
+	if err == nil && (now.Sub(r.rollupAt) >= rollupEvery || now.Truncate(time.Minute).After(r.rollupAt.Truncate(time.Minute))) {
+		r.reads.Add(1)
+		var rows []store.RollupRow
+		if rows, err = r.svc.Rollup(ctx, now.Add(-chartWindow).Truncate(time.Minute)); err == nil {
+			next.Rollup, r.rollupAt = rows, now
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+	if err == nil {
+		next.At = now
+		next.V = versions{
+			topicStats:   hashOf(next.Stats, next.Leader, next.LeaderEpoch),
+			topicJobs:    hashOf(next.Stats.Jobs),
+			topicCharts:  hashOf(next.Rollup),
+			topicWorkers: hashOf(next.Stats.Workers),
+		}
+		r.last = next
+	}
+	close(r.fresh)
+	r.fresh = make(chan struct{})
+}
+
+// close stops the loop and wakes every stream so that it ends.
+func (r *refresher) close() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.stopped = true
+	running := r.running
+	close(r.stop)
+	r.mu.Unlock()
+	if running {
+		<-r.done
+	}
+}
+
+func (r *refresher) closing() <-chan struct{} { return r.stop }
+
+// Limits of the event streams.
+const (
+	// maxStreams caps the open event streams of one process (each holds a
+	// request of the submitter's MaxConcurrentRequests); more are refused
+	// 503 and those pages poll.
+	maxStreams = 128
+	// streamLife ends a stream after a while: the browser opens the next
+	// at once (Last-Event-ID carries its place), and the login is checked
+	// again.
+	streamLife = 5 * time.Minute
+	// keepAlive is a comment sent when nothing changed, so proxies keep
+	// the stream open.
+	keepAlive = 20 * time.Second
+	// writeTimeout bounds one write to a stream.
+	writeTimeout = 10 * time.Second
+	// authRecheck is how often a stream checks its login again.
+	authRecheck = 5 * time.Second
+)
+
+// refreshChoices are the refresh periods a page may ask for, in seconds
+// (0, "off", holds no stream).
+var refreshChoices = map[string]time.Duration{"1": time.Second, "2": 2 * time.Second, "5": 5 * time.Second, "10": 10 * time.Second}
+
+// live serves GET live?every=N&v=TOKEN: an event stream that sends, at
+// most once every N seconds, one event per topic whose version differs
+// from what the page has (TOKEN, or the Last-Event-ID of a reconnect),
+// then a "v" event with the new token.
+func (c *Console) live(w http.ResponseWriter, r *http.Request) {
+	every, ok := refreshChoices[r.URL.Query().Get("every")]
+	if !ok {
+		c.fail(w, r, httpx.InvalidField("every", "must be one of 1, 2, 5, 10 (seconds)"))
+		return
+	}
+	have, known := parseToken(r.URL.Query().Get("v"))
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		have, known = parseToken(id)
+	}
+	if c.streams.Add(1) > maxStreams {
+		c.streams.Add(-1)
+		w.Header().Set("Retry-After", "10")
+		c.fail(w, r, httpx.Errorf(http.StatusServiceUnavailable, wire.CodeOverloaded, "too many live viewers; this page polls instead"))
+		return
+	}
+	defer c.streams.Add(-1)
+	if !c.snap.demand(true) {
+		c.fail(w, r, httpx.Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "the console is shutting down"))
+		return
+	}
+	defer c.snap.release()
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(s string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := w.Write([]byte(s)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send("retry: 2000\n\n") {
+		return
+	}
+	ctx := r.Context()
+	end := time.NewTimer(streamLife)
+	defer end.Stop()
+	ping := time.NewTicker(keepAlive)
+	defer ping.Stop()
+	recheck := time.NewTicker(authRecheck)
+	defer recheck.Stop()
+	var sentAt time.Time
+	var wait <-chan time.Time // set while a change waits for the period to pass
+	for {
+		snap, next := c.snap.latest()
+		if !snap.At.IsZero() && wait == nil {
+			if topics := snap.V.changed(have, known); len(topics) > 0 {
+				if d := every - time.Since(sentAt); d > 0 {
+					wait = time.After(d)
+				} else {
+					var b strings.Builder
+					for _, t := range topics {
+						fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", t, snap.V.token())
+					}
+					fmt.Fprintf(&b, "id: %s\nevent: v\ndata: %s\n\n", snap.V.token(), snap.V.token())
+					if !send(b.String()) {
+						return
+					}
+					have, known, sentAt = snap.V, true, time.Now()
+					ping.Reset(keepAlive)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.snap.closing():
+			return
+		case <-end.C:
+			return
+		case <-next:
+		case <-wait:
+			wait = nil
+		case <-ping.C:
+			if !send(": \n\n") {
+				return
+			}
+		case <-recheck.C:
+			if !c.stillLoggedIn(r) {
+				return
+			}
+		}
+	}
+}
+
+// stillLoggedIn checks a stream's login again (a revoked key, an expired
+// JWT), as every request does.
+func (c *Console) stillLoggedIn(r *http.Request) bool {
+	if c.cfg.Authn == nil {
+		return true
+	}
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	_, err = c.cfg.Authn.Verify(ctx, "Bearer "+ck.Value)
+	return err == nil
+}
+
+// pollAnswer is GET live/poll's answer.
+type pollAnswer struct {
+	V       string   `json:"v"`
+	Changed []string `json:"changed"`
+}
+
+// poll serves GET live/poll?v=TOKEN, the fallback of a page that cannot
+// hold a stream: the topics changed since TOKEN, from the snapshot.
+func (c *Console) poll(w http.ResponseWriter, r *http.Request) {
+	have, known := parseToken(r.URL.Query().Get("v"))
+	snap, err := c.snap.get(r.Context())
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	out := pollAnswer{V: snap.V.token(), Changed: snap.V.changed(have, known)}
+	if out.Changed == nil {
+		out.Changed = []string{}
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+// liveInfo is what a page with live fragments tells live.js.
+type liveInfo struct {
+	URL string // the event stream, relative to the page
+	V   string // the token of the snapshot the page was rendered with
+}
+
+func (c *Console) liveFor(r *http.Request, snap overview) *liveInfo {
+	return &liveInfo{URL: rootOf(r) + "live", V: snap.V.token()}
+}
+
+// sharedLists holds the first pages of the Jobs lists that live refreshes
+// re-fetch, one per search and jobs version: the viewers of one search
+// share one query per change.
+type sharedLists struct {
+	mu      sync.Mutex
+	entries map[store.JobListParams]sharedList
+}
+
+type sharedList struct {
+	v    uint32
+	resp wire.JobListResponse
+}
+
+// maxSharedLists bounds the searches held; past it the cache starts over.
+const maxSharedLists = 256
+
+// list runs the Jobs list of p, or, for a live refresh (live=1 in the
+// URL), takes it from the shared lists when it was read at the current
+// jobs version.
+func (c *Console) list(r *http.Request, p store.JobListParams) (wire.JobListResponse, error) {
+	if r.URL.Query().Get("live") != "1" {
+		return c.svc.JobList(r.Context(), p)
+	}
+	snap, err := c.snap.get(r.Context())
+	if err != nil {
+		return wire.JobListResponse{}, err
+	}
+	v := snap.V[topicJobs]
+	c.lists.mu.Lock()
+	defer c.lists.mu.Unlock() // one read per search at a time: the others wait for it
+	if e, ok := c.lists.entries[p]; ok && e.v == v {
+		return e.resp, nil
+	}
+	resp, err := c.svc.JobList(r.Context(), p)
+	if err != nil {
+		return resp, err
+	}
+	if c.lists.entries == nil || len(c.lists.entries) >= maxSharedLists {
+		c.lists.entries = map[store.JobListParams]sharedList{}
+	}
+	c.lists.entries[p] = sharedList{v: v, resp: resp}
+	return resp, nil
+}

@@ -1,0 +1,260 @@
+package ui
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/store"
+)
+
+// stream opens GET live on srv and sends the names of the events it
+// reads to the returned channel, until the test ends.
+func stream(t *testing.T, srv *httptest.Server, query string, header ...string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/live?"+query, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("live: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				select {
+				case events <- name:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return events
+}
+
+// batch reads the events up to the next "v" (one batch), within d.
+func batch(t *testing.T, events <-chan string, d time.Duration) []string {
+	t.Helper()
+	var got []string
+	deadline := time.After(d)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("stream ended after %v", got)
+			}
+			if e == "v" {
+				return got
+			}
+			got = append(got, e)
+		case <-deadline:
+			t.Fatalf("no batch within %s (got %v)", d, got)
+		}
+	}
+}
+
+// TestLiveFanout: 50 open event streams cost the store at most two
+// queries a second (the refresher's), and a change reaches every stream.
+func TestLiveFanout(t *testing.T) {
+	t.Parallel()
+	c, f := newConsole(t, false)
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	t.Cleanup(c.Close) // before srv.Close: it ends the streams
+	const viewers = 50
+	streams := make([]<-chan string, viewers)
+	for i := range streams {
+		streams[i] = stream(t, srv, "every=1")
+	}
+	for i, s := range streams { // no token: every topic at once
+		if got := batch(t, s, 5*time.Second); len(got) != int(numTopics) {
+			t.Fatalf("stream %d's first batch: %v", i, got)
+		}
+	}
+	start, before := time.Now(), f.calls.Load()
+	f.pending.Add(1)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Go(func() {
+			if got := batch(t, s, 3*time.Second); strings.Join(got, ",") != "stats,jobs" {
+				t.Errorf("stream %d after a submission: %v, want stats,jobs", i, got)
+			}
+		})
+	}
+	wg.Wait()
+	// Let a few more refreshes happen with the streams open.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-streams[0]:
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	calls := f.calls.Load() - before
+	if limit := int64(2*elapsed) + 1; calls > limit {
+		t.Errorf("%d viewers made %d store calls in %.1f s, want at most %d (2 a second)", viewers, calls, elapsed, limit)
+	}
+	if n := c.snap.reads.Load(); n == 0 {
+		t.Error("the refresher counted no reads")
+	}
+}
+
+// TestLiveStream: a stream starts from the page's token (only what
+// changed since), or a reconnect's Last-Event-ID; a bad period is 400;
+// Close ends the streams.
+func TestLiveStream(t *testing.T) {
+	t.Parallel()
+	c, f := newConsole(t, false)
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	t.Cleanup(c.Close)
+	snap, err := c.snap.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := snap.V.token()
+	if v, ok := parseToken(tok); !ok || v != snap.V {
+		t.Fatalf("token %q does not read back", tok)
+	}
+	fromPage := stream(t, srv, "every=1&v="+tok)
+	fromID := stream(t, srv, "every=1&v=bogus", "Last-Event-ID", tok)
+	f.mu.Lock()
+	f.rollup = []store.RollupRow{{Minute: time.Now().Truncate(time.Minute).Add(-time.Minute), Completed: 3}}
+	f.mu.Unlock()
+	f.pending.Add(2)
+	for name, s := range map[string]<-chan string{"page": fromPage, "reconnect": fromID} {
+		got := batch(t, s, 20*time.Second) // the rollup is read every 15 s
+		for len(got) < 3 {
+			got = append(got, batch(t, s, 20*time.Second)...)
+		}
+		if strings.Join(got, ",") != "stats,jobs,charts" && strings.Join(got, ",") != "stats,jobs,stats,charts" {
+			t.Errorf("%s: %v, want stats, jobs and charts, not workers", name, got)
+		}
+	}
+	for _, q := range []string{"every=3", "every=", "every=1e9"} {
+		if w := serve(c, "GET", "/live?"+q, "", nil); w.Code != http.StatusBadRequest {
+			t.Errorf("live?%s: %d, want 400", q, w.Code)
+		}
+	}
+	c.Close()
+	select {
+	case _, ok := <-fromPage:
+		for ok {
+			_, ok = <-fromPage
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Close left a stream open")
+	}
+}
+
+// TestLivePoll: the fallback poll names the topics changed since a token
+// from the snapshot, with no store query of its own.
+func TestLivePoll(t *testing.T) {
+	t.Parallel()
+	c, f := newConsole(t, false)
+	t.Cleanup(c.Close)
+	var first pollAnswer
+	w := serve(c, "GET", "/live/poll", "", nil)
+	if err := json.Unmarshal(w.Body.Bytes(), &first); err != nil || len(first.Changed) != int(numTopics) {
+		t.Fatalf("first poll: %d %s", w.Code, w.Body)
+	}
+	calls := f.calls.Load()
+	var again pollAnswer
+	for range 20 {
+		w = serve(c, "GET", "/live/poll?v="+first.V, "", nil)
+		if err := json.Unmarshal(w.Body.Bytes(), &again); err != nil || again.V != first.V || len(again.Changed) != 0 {
+			t.Fatalf("poll with the current token: %s", w.Body)
+		}
+	}
+	if n := f.calls.Load() - calls; n > 3 {
+		t.Errorf("20 polls made %d store calls", n)
+	}
+}
+
+// TestSharedJobLists: live refreshes of one search share one list query
+// per jobs version; a search typed by the user is read for itself.
+func TestSharedJobLists(t *testing.T) {
+	t.Parallel()
+	c, f := newConsole(t, false)
+	t.Cleanup(c.Close)
+	if _, err := c.snap.get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.lists) }
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			if w := serve(c, "GET", "/jobs?q=state:failed&live=1", "", nil, "HX-Request", "true"); w.Code != 200 || !strings.Contains(w.Body.String(), `data-job-id="2"`) {
+				t.Errorf("live refresh: %d", w.Code)
+			}
+		})
+	}
+	wg.Wait()
+	if n := count(); n != 1 {
+		t.Errorf("30 live refreshes ran %d list queries, want 1", n)
+	}
+	serve(c, "GET", "/jobs?q=state:failed", "", nil)
+	if n := count(); n != 2 {
+		t.Errorf("a search ran %d list queries in all, want 2", n)
+	}
+}
+
+// TestCharts: the Overview draws the rollup as inline SVG, per name,
+// with Grafana links when configured; a bad name is 400.
+func TestCharts(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	now := time.Now().Truncate(time.Minute)
+	p50, p95 := 12.0, 80.0
+	for i := 1; i <= 30; i++ {
+		m := now.Add(-time.Duration(i) * time.Minute)
+		f.rollup = append(f.rollup,
+			store.RollupRow{Minute: m, Completed: int64(i), Failed: 1, Started: 5, StartP50: &p50, StartP95: &p95, QueueDepth: 7, OldestPending: 3},
+			store.RollupRow{Minute: m, Name: hostile, Completed: 2})
+	}
+	c, err := New(f, Config{GrafanaURL: "http://grafana.example:3000/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	body := checkPage(t, "overview", serve(c, "GET", "/", "", nil), 200)
+	for _, want := range []string{`<svg viewBox="0 0 600 170" role="img"`, `<polyline class="line s-ok" points="`, `id="chart-wait"`,
+		`href="http://grafana.example:3000/d/dts-overview/dts?from=now-1h&amp;to=now&amp;viewPanel=102"`, `hx-trigger="sse:charts"`,
+		`>p95 <span class="muted">80 ms</span>`, `<option value="&lt;script&gt;`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	w := serve(c, "GET", "/charts?name="+url.QueryEscape(hostile), "", nil)
+	frag := w.Body.String()
+	if w.Code != 200 || strings.Contains(frag, "<html") || !strings.Contains(frag, `<section id="charts"`) || strings.Contains(frag, "<script") {
+		t.Errorf("charts fragment: %d %.300s", w.Code, frag)
+	}
+	if strings.Count(frag, "no data in the last hour") != 1 { // the name has no starts: no submit-to-start
+		t.Errorf("charts of the name: %d empty charts, want 1", strings.Count(frag, "no data in the last hour"))
+	}
+	checkPage(t, "long name", serve(c, "GET", "/?name="+strings.Repeat("n", 129), "", nil), http.StatusBadRequest)
+	off, _ := newConsole(t, false)
+	if body := serve(off, "GET", "/", "", nil).Body.String(); strings.Contains(body, "grafana") || !strings.Contains(body, "no data in the last hour") {
+		t.Error("without GRAFANA_URL or data: links, or no empty charts")
+	}
+}
