@@ -2,24 +2,32 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 )
 
-// The queue routes (GET /queues, POST /queues/{name}/pause|resume) are
-// being added to the submitter; until they are, these calls answer
-// ErrRouteNotFound. QueueInfo carries the fields dtsctl shows; other fields of
-// the answer are ignored.
-
 // QueueInfo is one queue as GET /queues shows it.
 type QueueInfo struct {
-	Name    string `json:"name"`
-	Paused  bool   `json:"paused"`
-	Pending int64  `json:"pending"`
-	Running int64  `json:"running"`
+	Name string `json:"name"`
+	// Paused: its jobs are not leased; running ones finish.
+	Paused bool `json:"paused"`
+	// Concurrency caps how many of its jobs are leased at once across the
+	// cluster; 0: no cap.
+	Concurrency int `json:"concurrency"`
+	// Depth counts its due jobs waiting; Pending its waiting jobs, due or
+	// not.
+	Depth   int64 `json:"depth"`
+	Pending int64 `json:"pending"`
+	// OldestPendingSeconds is how long its oldest due job has waited.
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+	Running              int64   `json:"running"`
+	CompletedPerMinute   int64   `json:"completed_per_minute"`
+	FailedPerMinute      int64   `json:"failed_per_minute"`
 }
 
-// Queues lists the queues.
+// Queues lists every queue with jobs waiting, running or finished in the
+// last minute, or with a setting (paused, a cap).
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	var out struct {
 		Queues []QueueInfo `json:"queues"`
@@ -30,14 +38,28 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return out.Queues, nil
 }
 
-// PauseQueue stops the dispatch of a queue's jobs.
+// PauseQueue stops the dispatch of a queue's jobs (needs the admin scope).
+// Its running jobs finish; the leader sees the pause within its poll
+// interval.
 func (c *Client) PauseQueue(ctx context.Context, name string) error {
 	_, err := c.do(ctx, request{method: http.MethodPost, path: "/queues/" + url.PathEscape(name) + "/pause", idempotent: true}, nil)
 	return err
 }
 
-// ResumeQueue restarts the dispatch of a paused queue's jobs.
+// ResumeQueue restarts the dispatch of a paused queue's jobs (admin).
 func (c *Client) ResumeQueue(ctx context.Context, name string) error {
 	_, err := c.do(ctx, request{method: http.MethodPost, path: "/queues/" + url.PathEscape(name) + "/resume", idempotent: true}, nil)
 	return err
+}
+
+// SetQueueConcurrency caps how many of a queue's jobs are leased at once
+// across the cluster; 0 removes the cap (admin).
+func (c *Client) SetQueueConcurrency(ctx context.Context, name string, n int) (QueueInfo, error) {
+	body, err := json.Marshal(map[string]int{"concurrency": n})
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	var out QueueInfo
+	_, err = c.do(ctx, request{method: http.MethodPut, path: "/queues/" + url.PathEscape(name), body: body, idempotent: true}, &out)
+	return out, err
 }

@@ -3,8 +3,10 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/dtsched/dts/coordinator/internal/registry"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/store"
@@ -15,6 +17,8 @@ import (
 // jobs it could not deliver.
 type dispatchStore interface {
 	JobClaimBatch(ctx context.Context, p store.JobClaimParams) ([]store.Claimed, error)
+	JobClaimQueues(ctx context.Context, p store.JobClaimQueuesParams) ([]store.Claimed, error)
+	QueueSettingsList(ctx context.Context) ([]store.QueueSetting, error)
 	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
 }
 
@@ -28,8 +32,13 @@ type dispatchQueue interface {
 // changed: a submit's wake-up, a freed slot, a new worker, or the poll timer
 // (which is how retries and scheduled jobs come due). One round is one
 // claim statement per group of free slots (workers handling the same job
-// types) and one pipelined delivery; a group whose claim fails does not
-// stop the others.
+// types and serving the same queues) and one pipelined delivery; a group
+// whose claim fails does not stop the others.
+//
+// Queues cost nothing until they are used: while no queue is paused or
+// capped and a group's workers serve every queue, its claim is the plain
+// one (dts_claim_jobs). Otherwise it is the claim by queue, with the
+// group's slots split by weight (shareSplitter).
 type dispatcher struct {
 	base
 	loop
@@ -37,6 +46,11 @@ type dispatcher struct {
 	queue dispatchQueue
 	// claimSize is how many slots the next round offers (nextClaimSize).
 	claimSize int
+	// queues is the copy of the queues table, loaded at queuesAt.
+	queues   queueSettings
+	queuesAt time.Time
+	// splitters keep each group's weighted round robin (by groupKey).
+	splitters map[string]*shareSplitter
 }
 
 // Start starts dispatching; Stop stops it.
@@ -74,13 +88,14 @@ func (d *dispatcher) round(ctx context.Context) (more bool, err error) {
 	if d.claimSize == 0 {
 		d.claimSize = min(minClaimSize, d.cfg.ClaimBatch)
 	}
+	d.loadQueues(ctx)
 	groups := d.l.workers.Slots(d.claimSize)
 	offered, total := 0, 0
 	for _, g := range groups {
 		offered += len(g.Slots)
 	}
 	for _, g := range groups {
-		n, filled, gerr := d.dispatchGroup(ctx, g.Types, g.Slots)
+		n, filled, gerr := d.dispatchGroup(ctx, g)
 		total += n
 		more = more || filled
 		if gerr != nil && err == nil {
@@ -98,11 +113,65 @@ func (d *dispatcher) round(ctx context.Context) (more bool, err error) {
 	return more, err
 }
 
+// loadQueues reloads the queue settings when the copy is older than the
+// poll interval. A failed load keeps the copy it has (or, before the first
+// success, none, which makes every claim honour queues).
+func (d *dispatcher) loadQueues(ctx context.Context) {
+	if d.queues.loaded && time.Since(d.queuesAt) < d.cfg.PollInterval {
+		return
+	}
+	rows, err := d.store.QueueSettingsList(ctx)
+	if err != nil {
+		d.storeError(ctx, storeOpQueueSettings, err)
+		return
+	}
+	d.queues, d.queuesAt = newQueueSettings(rows), time.Now()
+	d.metrics.queuesConfigured.Set(float64(len(rows)))
+}
+
+// claim leases jobs for one group's slots: the plain claim when queues
+// change nothing for it, else the claim by queue.
+func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.Claimed, error) {
+	p := store.JobClaimParams{Epoch: d.l.epoch, Types: g.Types, Slots: g.Slots, Lease: d.cfg.LeaseDuration}
+	if g.Queues == nil && d.queues.plain() {
+		return d.store.JobClaimBatch(ctx, p)
+	}
+	qp := store.JobClaimQueuesParams{JobClaimParams: p}
+	if g.Queues != nil {
+		key := groupKey(g)
+		sp := d.splitters[key]
+		if sp == nil {
+			if d.splitters == nil || len(d.splitters) >= maxSplitters {
+				// Lists come from heartbeats: bound what they can make
+				// this map hold. Starting over only resets credit.
+				d.splitters = map[string]*shareSplitter{}
+			}
+			sp = &shareSplitter{}
+			d.splitters[key] = sp
+		}
+		qp.Queues, qp.Shares = sp.split(g.Queues, d.queues.paused, len(g.Slots))
+		if len(qp.Queues) == 0 {
+			return nil, nil // every queue it serves is paused
+		}
+	}
+	return d.store.JobClaimQueues(ctx, qp)
+}
+
+// maxSplitters bounds the groups whose weighted round robin is kept: far
+// more than distinct WORKER_QUEUES lists in any fleet.
+const maxSplitters = 1024
+
+// groupKey names a slot group by its job types and queues.
+func groupKey(g registry.SlotGroup) string {
+	return strings.Join(g.Types, "\x00") + "\x01" + wire.FormatQueueWeights(g.Queues)
+}
+
 // dispatchGroup claims jobs for one group of slots and delivers them; it
 // returns how many it claimed and whether that filled the slots.
-func (d *dispatcher) dispatchGroup(ctx context.Context, types, slots []string) (int, bool, error) {
+func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (int, bool, error) {
+	slots := g.Slots
 	t0 := time.Now()
-	claimed, err := d.store.JobClaimBatch(ctx, store.JobClaimParams{Epoch: d.l.epoch, Types: types, Slots: slots, Lease: d.cfg.LeaseDuration})
+	claimed, err := d.claim(ctx, g)
 	d.metrics.dispatchStep.WithLabelValues("claim").Observe(time.Since(t0).Seconds())
 	if err != nil {
 		d.storeError(ctx, storeOpClaim, err)

@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,6 +46,7 @@ type metrics struct {
 	reaperSkipped      prometheus.Counter
 	heartbeatResets    *prometheus.CounterVec // cause: clock_backwards, ids_backwards
 	scheduleTicks      *prometheus.CounterVec // outcome: enqueued, skipped, missed
+	queuesConfigured   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -102,8 +105,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Times the heartbeat reader gave every worker a fresh deadline because Redis's clock or the stream's ids went backwards."}, []string{"cause"}),
 		scheduleTicks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dts_schedule_ticks_total",
 			Help: "Ticks of periodic jobs by outcome: enqueued, skipped (overlap skip), missed (late beyond SCHEDULE_GRACE and not caught up)."}, []string{"outcome"}),
+		queuesConfigured: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dts_queues_configured",
+			Help: "Queues paused or capped, as the leader's dispatcher last loaded them: while 0 and no worker names its queues, every claim is the plain one."}),
 	}
-	reg.MustRegister(m.jobsTotal, m.processing, m.retryAttempts, m.leaseTimeouts, m.attempts, m.dispatched,
+	reg.MustRegister(m.queuesConfigured, m.jobsTotal, m.processing, m.retryAttempts, m.leaseTimeouts, m.attempts, m.dispatched,
 		m.queueWait, m.endToEnd, m.staleResults, m.badMessages, m.reclaimed, m.deadLettered, m.deadMirrorRebuilds,
 		m.isLeader, m.leaderEpoch, m.leaderChanges, m.storeErrors, m.redisErrors, m.cleaned, m.claimBatch, m.resultBatch,
 		m.dispatchStep, m.reaperSkipped, m.heartbeatResets, m.scheduleTicks)
@@ -151,6 +156,8 @@ const (
 	storeOpListDead              storeOp = "list_dead"
 	storeOpLoadLeases            storeOp = "load_leases"
 	storeOpLoadWorkerCredentials storeOp = "load_worker_credentials"
+	storeOpQueueSettings         storeOp = "queue_settings"
+	storeOpQueueStats            storeOp = "queue_stats"
 	storeOpReclaimExpired        storeOp = "reclaim_expired"
 	storeOpReclaimWorker         storeOp = "reclaim_worker"
 	storeOpRelease               storeOp = "release"
@@ -181,7 +188,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
+	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
 	redisOps = []redisOp{redisOpDeliver, redisOpDLQLen, redisOpDLQPush, redisOpDLQRebuild, redisOpDropWorkerQueues, redisOpHeartbeatRead, redisOpRemoveDeliveries, redisOpResultsAck, redisOpResultsGroup, redisOpResultsRead}
 )
 
@@ -206,6 +213,10 @@ type stateCollector struct {
 	freeSlots *prometheus.Desc
 	hbAge     *prometheus.Desc
 	unhandled *prometheus.Desc
+	qDepth    *prometheus.Desc
+	qOldest   *prometheus.Desc
+	qRunning  *prometheus.Desc
+	qPaused   *prometheus.Desc
 	metrics   *metrics
 }
 
@@ -221,11 +232,16 @@ func newStateCollector(s *store.Store, reg func() *registry.Registry, m *metrics
 		freeSlots: prometheus.NewDesc("dts_worker_free_slots", "Free slots of each worker.", []string{"worker"}, nil),
 		hbAge:     prometheus.NewDesc("dts_worker_heartbeat_age_seconds", "Seconds since each worker's last heartbeat arrived in Redis (its stream id's time, read against the coordinator's clock).", []string{"worker"}, nil),
 		unhandled: prometheus.NewDesc("dts_jobs_unhandled", "Pending and retrying jobs whose name no live (available or busy) worker handles, by name: the 20 largest, the rest as other.", []string{"name"}, nil),
+		qDepth:    prometheus.NewDesc("dts_queue_depth", "Due jobs waiting for a worker, by queue (the 50 largest, paused and capped queues, the rest as other).", []string{"queue"}, nil),
+		qOldest:   prometheus.NewDesc("dts_queue_oldest_job_age_seconds", "How long the oldest due job of each queue has waited.", []string{"queue"}, nil),
+		qRunning:  prometheus.NewDesc("dts_queue_running", "Jobs leased now, by queue.", []string{"queue"}, nil),
+		qPaused:   prometheus.NewDesc("dts_queue_paused", "1 while a queue is paused.", []string{"queue"}, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge, c.unhandled} {
+	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge, c.unhandled,
+		c.qDepth, c.qOldest, c.qRunning, c.qPaused} {
 		ch <- d
 	}
 }
@@ -244,6 +260,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for name, n := range topUnhandled(st.Unhandled, st.UnhandledOther, maxUnhandledSeries) {
 			ch <- prometheus.MustNewConstMetric(c.unhandled, prometheus.GaugeValue, float64(n), name)
+		}
+	}
+	if qs, err := c.store.QueueStatsList(ctx); err != nil {
+		c.metrics.countStoreError(storeOpQueueStats)
+	} else {
+		for _, q := range queueSeries(qs, maxQueueSeries) {
+			ch <- prometheus.MustNewConstMetric(c.qDepth, prometheus.GaugeValue, float64(q.Depth), q.Name)
+			ch <- prometheus.MustNewConstMetric(c.qOldest, prometheus.GaugeValue, q.OldestAge, q.Name)
+			ch <- prometheus.MustNewConstMetric(c.qRunning, prometheus.GaugeValue, float64(q.Running), q.Name)
+			paused := 0.0
+			if q.Paused {
+				paused = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.qPaused, prometheus.GaugeValue, paused, q.Name)
 		}
 	}
 	reg := c.registry()
@@ -300,6 +330,45 @@ func topUnhandled(byName map[string]int64, other int64, max int) map[string]int6
 	}
 	out[unhandledOther] = other
 	return out
+}
+
+// maxQueueSeries bounds the queue label of the per-queue gauges: queue
+// names are whatever clients submitted.
+const maxQueueSeries = 50
+
+// queueOther is the queue label of the queues beyond maxQueueSeries.
+const queueOther = "other"
+
+// queueSeries keeps every paused or capped queue and the largest others
+// (by due jobs plus running, then name) up to max in all, and sums the
+// rest under queueOther (depth and running summed, the oldest age the
+// largest), which is always present (at 0 when nothing was summed), so
+// that dashboards see a real 0 rather than no data.
+func queueSeries(qs []store.QueueStats, max int) []store.QueueStats {
+	sorted := slices.Clone(qs)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if ca, cb := a.Paused || a.Concurrency > 0, b.Paused || b.Concurrency > 0; ca != cb {
+			return ca
+		}
+		if a.Depth+a.Running != b.Depth+b.Running {
+			return a.Depth+a.Running > b.Depth+b.Running
+		}
+		return a.Name < b.Name
+	})
+	var out []store.QueueStats
+	other := store.QueueStats{Name: queueOther}
+	for _, q := range sorted {
+		configured := q.Paused || q.Concurrency > 0
+		if (len(out) < max || configured) && q.Name != queueOther {
+			out = append(out, q)
+			continue
+		}
+		other.Depth += q.Depth
+		other.Running += q.Running
+		other.OldestAge = math.Max(other.OldestAge, q.OldestAge)
+	}
+	return append(out, other)
 }
 
 func newRegistry() *prometheus.Registry {

@@ -2,10 +2,12 @@ package coordinator
 
 import (
 	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/testkit"
 )
 
@@ -50,5 +52,25 @@ func TestTopUnhandled(t *testing.T) {
 				t.Errorf("topUnhandled = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Per-queue series: paused and capped queues always, then the largest up
+// to the bound, the rest summed as other, which is always there.
+func TestQueueSeries(t *testing.T) {
+	t.Parallel()
+	qs := []store.QueueStats{
+		{Name: "a", Depth: 1}, {Name: "b", Depth: 9, OldestAge: 2}, {Name: "c", Running: 5, OldestAge: 7},
+		{Name: "p", Paused: true}, {Name: "cap", Concurrency: 3}, {Name: "other", Depth: 4, OldestAge: 3},
+	}
+	got := queueSeries(qs, 3)
+	// c (running 5), a (1) and a queue literally named other (4) are summed.
+	want := []store.QueueStats{{Name: "cap", Concurrency: 3}, {Name: "p", Paused: true}, {Name: "b", Depth: 9, OldestAge: 2},
+		{Name: "other", Depth: 1 + 4, Running: 5, OldestAge: 7}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("queueSeries =\n%+v\nwant\n%+v", got, want)
+	}
+	if got := queueSeries(qs[:2], 3); len(got) != 3 || got[2] != (store.QueueStats{Name: "other"}) {
+		t.Fatalf("under the bound: %+v; want the two queues and other at 0", got)
 	}
 }

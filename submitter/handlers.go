@@ -80,6 +80,7 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 		admin.Delete("/admin/tokens/{id}", httpx.Handler(s.revokeToken))
 		admin.Get("/admin/audit", httpx.Handler(s.listAudit))
 		s.scheduleRoutes(read, admin, body)
+		s.queueRoutes(read, admin, body)
 
 		// The originals' routes (compat.go), on the native path.
 		submit.With(body).Post("/api/tasks", httpx.Handler(s.createTask))

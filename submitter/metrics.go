@@ -91,10 +91,12 @@ const (
 	storeOpScheduleRead  storeOp = "schedule_read"
 	storeOpScheduleWrite storeOp = "schedule_write"
 
-	storeOpOperation storeOp = "operation"
-	storeOpDrain     storeOp = "drain"
-	storeOpScheduled storeOp = "scheduled"
-	storeOpRunNow    storeOp = "run_now"
+	storeOpOperation  storeOp = "operation"
+	storeOpDrain      storeOp = "drain"
+	storeOpScheduled  storeOp = "scheduled"
+	storeOpRunNow     storeOp = "run_now"
+	storeOpQueues     storeOp = "queues"
+	storeOpQueueWrite storeOp = "queue_write"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -109,7 +111,7 @@ const (
 
 var (
 	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpRollup, storeOpScheduleRead, storeOpScheduleWrite,
-		storeOpOperation, storeOpDrain, storeOpScheduled, storeOpRunNow}
+		storeOpOperation, storeOpDrain, storeOpScheduled, storeOpRunNow, storeOpQueues, storeOpQueueWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/config"
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // Defaults of Config, which WithDefaults applies and cmd/worker's flags
@@ -61,7 +62,22 @@ type Config struct {
 	// Credential is sent with every heartbeat for the coordinator to check.
 	// Default none.
 	Credential string
+	// Queues are the queues this worker serves, with weights: when all
+	// have due jobs, each gets a share of the worker's slots in proportion
+	// to its weight (0: only slots the others leave). Priority orders jobs
+	// within a queue. ParseQueues reads the WORKER_QUEUES form
+	// ("critical:6,default:3,low:1"). Default nil: every queue, by priority
+	// alone, as before queues had weights.
+	Queues []QueueWeight
 }
+
+// QueueWeight is one queue a worker serves and its weight, 0 to 1000.
+type QueueWeight = wire.QueueWeight
+
+// ParseQueues parses a WORKER_QUEUES list: comma-separated name[:weight]
+// entries, weight 0 to 1000 (1 when left out; the weight is what follows
+// the last ':', since a queue name may hold ':'). Empty: nil, every queue.
+func ParseQueues(s string) ([]QueueWeight, error) { return wire.ParseQueueWeights(s) }
 
 // WithDefaults returns c with zero (or negative) fields set to their
 // defaults.
@@ -97,6 +113,13 @@ func (c Config) validate() error {
 	}
 	if c.Concurrency > maxConcurrency {
 		check.Bad("Concurrency", "(%d) is above %d", c.Concurrency, maxConcurrency)
+	}
+	if c.Queues != nil {
+		if _, err := wire.ParseQueueWeights(wire.FormatQueueWeights(c.Queues)); err != nil {
+			check.Bad("Queues", "%v", err)
+		} else if len(c.Queues) == 0 {
+			check.Bad("Queues", "is empty; nil serves every queue")
+		}
 	}
 	return check.Err()
 }

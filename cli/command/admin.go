@@ -3,6 +3,7 @@ package command
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,10 +12,10 @@ import (
 	"github.com/dtsched/dts/client"
 )
 
-// ---- queues (the /queues routes are being added to the submitter) ----
+// ---- queues ----
 
 func (a *app) queuesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues (needs the submitter's /queues routes)"}
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause, resume and cap queues"}
 	ls := &cobra.Command{
 		Use: "ls", Aliases: []string{"list"}, Short: "List queues", Args: cobra.NoArgs,
 		Example: `  dtsctl queues ls`,
@@ -26,9 +27,10 @@ func (a *app) queuesCmd() *cobra.Command {
 			return emit(a, listing[client.QueueInfo]{
 				whole: map[string]any{"queues": qs}, items: qs,
 				id:     func(q client.QueueInfo) string { return q.Name },
-				header: []string{"NAME", "PAUSED", "PENDING", "RUNNING"},
+				header: []string{"NAME", "PAUSED", "CAP", "DEPTH", "PENDING", "OLDEST", "RUNNING", "DONE/MIN", "FAILED/MIN"},
 				row: func(q client.QueueInfo) []string {
-					return []string{q.Name, fmt.Sprint(q.Paused), itoa(q.Pending), itoa(q.Running)}
+					return []string{q.Name, fmt.Sprint(q.Paused), fmt.Sprint(q.Concurrency), itoa(q.Depth), itoa(q.Pending),
+						fmt.Sprintf("%.0fs", q.OldestPendingSeconds), itoa(q.Running), itoa(q.CompletedPerMinute), itoa(q.FailedPerMinute)}
 				},
 			})
 		}),
@@ -55,7 +57,24 @@ func (a *app) queuesCmd() *cobra.Command {
 			return err
 		}),
 	}
-	return group(cmd, ls, pause, resume)
+	limit := &cobra.Command{
+		Use: "cap NAME N", Short: "Run at most N of a queue's jobs at once across the cluster (0: no cap)", Args: cobra.ExactArgs(2),
+		Example: `  dtsctl queues cap reports 4
+  dtsctl queues cap reports 0`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 0 {
+				return usagef("N must be a whole number, 0 or more: %q", args[1])
+			}
+			q, err := a.c.SetQueueConcurrency(cmd.Context(), args[0], n)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.env.Stdout, "%s capped at %d\n", q.Name, q.Concurrency)
+			return err
+		}),
+	}
+	return group(cmd, ls, pause, resume, limit)
 }
 
 // ---- workers ----

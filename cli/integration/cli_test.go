@@ -367,13 +367,35 @@ func (failedError) Error() string { return "doomed from the start" }
 
 var errFailed = failedError{}
 
-// The /queues routes are another change's; until they exist the queue
-// commands say the route is missing (exit 1), not a usage error.
-func TestQueuesWithoutTheRoutes(t *testing.T) {
+// The queue commands over the real routes: pause, cap, list (table and
+// JSON), resume; each change lands in the queues table.
+func TestQueues(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	r := s.dtsctl("queues", "ls")
-	if r.code != command.ExitError || !strings.Contains(r.stderr, "route_not_found") {
-		t.Errorf("queues ls: exit %d %s", r.code, r.stderr)
+	if r := s.dtsctl("submit", "report", "--queue", "reports", "-q"); r.code != 0 {
+		t.Fatalf("submit: exit %d %s", r.code, r.stderr)
+	}
+	if got := s.ok("queues", "pause", "reports"); got != "reports paused\n" {
+		t.Errorf("pause = %q", got)
+	}
+	if got := s.ok("queues", "cap", "reports", "3"); got != "reports capped at 3\n" {
+		t.Errorf("cap = %q", got)
+	}
+	table := s.ok("queues", "ls")
+	if !strings.Contains(table, "CAP") || !regexp.MustCompile(`(?m)^reports\s+true\s+3\s+1\s+1\s`).MatchString(table) {
+		t.Errorf("queues ls =\n%s", table)
+	}
+	if got := s.ok("queues", "resume", "reports"); got != "reports resumed\n" {
+		t.Errorf("resume = %q", got)
+	}
+	js := s.ok("queues", "ls", "-o", "json")
+	if !strings.Contains(js, `"name": "reports"`) || !strings.Contains(js, `"paused": false`) || !strings.Contains(js, `"concurrency": 3`) {
+		t.Errorf("queues ls -o json = %s", js)
+	}
+	if r := s.dtsctl("queues", "cap", "reports", "-1"); r.code != command.ExitUsage {
+		t.Errorf("cap -1: exit %d %s; want a usage error", r.code, r.stderr)
+	}
+	if r := s.dtsctl("queues", "pause", "bad name"); r.code != command.ExitError || !strings.Contains(r.stderr, "invalid_field") {
+		t.Errorf("pause of a bad name: exit %d %s", r.code, r.stderr)
 	}
 }

@@ -61,6 +61,44 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
 	}
+	return collectClaimed(rows)
+}
+
+// JobClaimQueuesParams is a claim that honours queues: JobClaimParams plus
+// which queues to claim from and each one's share of the slots.
+type JobClaimQueuesParams struct {
+	JobClaimParams
+	// Queues are the queues to claim from; nil claims from every queue.
+	Queues []string
+	// Shares, when not nil, has one entry per queue of Queues: how many
+	// slots that queue gets before the slots left are filled from every
+	// queue in priority order. Nil: priority order from the start.
+	Shares []int32
+}
+
+// JobClaimQueues is JobClaimBatch for when queues are configured: paused
+// queues are skipped and capped ones stay within their cap, both read in
+// the claim's own transaction, and Shares split the slots by queue. It is
+// one call of dts_claim_queue_jobs (functions.sql). The dispatcher calls
+// it only when something is configured: otherwise JobClaimBatch, whose
+// statement knows nothing of queues, does the same work for less.
+func (s *Store) JobClaimQueues(ctx context.Context, p JobClaimQueuesParams) ([]Claimed, error) {
+	if len(p.Slots) == 0 {
+		return nil, nil
+	}
+	if p.Shares != nil && len(p.Shares) != len(p.Queues) {
+		return nil, fmt.Errorf("claim jobs by queue: %d shares for %d queues", len(p.Shares), len(p.Queues))
+	}
+	rows, err := s.pool.Query(ctx, q("JobClaimQueues"), p.Epoch, p.Types, p.Queues, p.Shares, p.Slots,
+		NewLeaseTokens(len(p.Slots)), millis(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs by queue: %w", interpretError(err))
+	}
+	return collectClaimed(rows)
+}
+
+// collectClaimed reads the rows of a claim function.
+func collectClaimed(rows pgx.Rows) ([]Claimed, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
 		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,

@@ -85,6 +85,133 @@ BEGIN
 END
 $$;
 
+-- dts_claim_queue_jobs is the claim once queues are configured: some queue
+-- paused or capped (table queues), or the slots' workers serve named queues
+-- with weights (WORKER_QUEUES). The coordinator calls dts_claim_jobs above,
+-- unchanged, whenever none of that is so; this function is the only place
+-- that costs anything per queue.
+--
+-- p_queues are the queues to claim from, NULL for every queue that has a
+-- waiting job (found with a loose scan of jobs_queue_due_idx: one index
+-- descent per queue). p_shares, when not NULL, is how many of the slots
+-- each of p_queues gets first (the coordinator's weighted split); a queue
+-- whose share is 0 is only served from what the others leave.
+--
+--   1. Each queue's room is read in this transaction: 0 when paused, its
+--      cap minus its jobs leased now when capped (one leader claims, one
+--      claim at a time, each after dts_fence: the count cannot be raced),
+--      else every slot.
+--   2. Shares: each queue in turn locks up to min(share, room) of its due
+--      jobs, in priority, due-time, id order.
+--   3. The slots left go to the due jobs of every queue with room left, in
+--      priority, due-time, id order across the queues: each queue offers
+--      its best min(room, slots left) from its index, the best of those
+--      are locked. So no slot stays empty while a queue that may run has
+--      due work, and no queue goes over its cap.
+--
+-- Then the same UPDATE as dts_claim_jobs, the i-th locked job to the i-th
+-- slot. Plans are pinned to indexes in the same way.
+CREATE OR REPLACE FUNCTION dts_claim_queue_jobs(p_epoch bigint, p_types text[], p_queues text[], p_shares integer[],
+                                                p_slots text[], p_tokens bigint[], p_lease_ms bigint)
+RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    n     integer := cardinality(p_slots);
+    qs    text[];
+    room  integer[];
+    ids   bigint[] := '{}';
+    got   bigint[];
+    q     record;
+    i     integer;
+    lft   integer;
+BEGIN
+    PERFORM dts_fence(p_epoch);
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    IF p_queues IS NULL THEN
+        qs := ARRAY(
+            WITH RECURSIVE d(q) AS (
+                (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.queue > d.q
+                        ORDER BY j.queue LIMIT 1)
+                FROM d WHERE d.q IS NOT NULL)
+            SELECT d.q FROM d WHERE d.q IS NOT NULL);
+    ELSE
+        qs := p_queues;
+    END IF;
+    IF cardinality(qs) = 0 THEN
+        RETURN;
+    END IF;
+
+    room := array_fill(n, ARRAY[cardinality(qs)]);
+    FOR i IN 1 .. cardinality(qs) LOOP
+        SELECT s.paused, s.concurrency INTO q FROM queues s WHERE s.name = qs[i];
+        IF NOT FOUND THEN
+            CONTINUE;
+        ELSIF q.paused THEN
+            room[i] := 0;
+        ELSIF q.concurrency > 0 THEN
+            room[i] := greatest(0, least(n, q.concurrency -
+                (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.queue = qs[i])));
+        END IF;
+    END LOOP;
+
+    IF p_shares IS NOT NULL THEN
+        FOR i IN 1 .. cardinality(qs) LOOP
+            lft := least(coalesce(p_shares[i], 0), room[i], n - cardinality(ids));
+            CONTINUE WHEN lft <= 0;
+            got := ARRAY(
+                SELECT j.id FROM jobs j
+                WHERE j.queue = qs[i] AND j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+                  AND (p_types IS NULL OR j.name = ANY(p_types))
+                ORDER BY j.priority DESC, j.next_run_at, j.id
+                LIMIT lft
+                FOR UPDATE SKIP LOCKED);
+            ids := ids || got;
+            room[i] := room[i] - cardinality(got);
+        END LOOP;
+    END IF;
+
+    lft := n - cardinality(ids);
+    IF lft > 0 THEN
+        got := ARRAY(
+            SELECT j.id FROM jobs j
+            WHERE j.id IN (
+                SELECT c.id FROM generate_subscripts(qs, 1) AS s(i)
+                CROSS JOIN LATERAL (
+                    SELECT k.id, k.priority, k.next_run_at FROM jobs k
+                    WHERE k.queue = qs[s.i] AND k.status IN ('pending', 'retrying') AND k.next_run_at <= now()
+                      AND (p_types IS NULL OR k.name = ANY(p_types)) AND k.id <> ALL(ids)
+                    ORDER BY k.priority DESC, k.next_run_at, k.id
+                    LIMIT least(room[s.i], lft)) c
+                ORDER BY c.priority DESC, c.next_run_at, c.id
+                LIMIT lft)
+              AND j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+            ORDER BY j.priority DESC, j.next_run_at, j.id
+            FOR UPDATE OF j SKIP LOCKED);
+        ids := ids || got;
+    END IF;
+    IF cardinality(ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
+            lease_token = u.token,
+            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+            worker_id = u.worker, started_at = now(), cancel_requested = false
+        FROM unnest(ids, p_slots[1:cardinality(ids)], p_tokens[1:cardinality(ids)]) AS u(id, worker, token)
+        WHERE j.id = u.id
+        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
+            j.lease_token, j.worker_id, j.created_at;
+END
+$$;
+
 -- Dependencies (docs/architecture.md, "Dependencies"). A waiting job
 -- (status 'waiting', in no claim index) has rows in job_dependencies naming
 -- its parents. dts_settle_waiting decides what becomes of each waiting job

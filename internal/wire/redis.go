@@ -77,9 +77,12 @@ type InFlight struct {
 // The first one registers the worker; each one carries its full description,
 // so a coordinator that just became leader knows the fleet after one interval.
 type Heartbeat struct {
-	WorkerID    string   `json:"worker_id"`
-	JobTypes    []string `json:"job_types"` // "*" means any name
-	Concurrency int      `json:"concurrency"`
+	WorkerID string   `json:"worker_id"`
+	JobTypes []string `json:"job_types"` // "*" means any name
+	// Queues are the queues the worker serves and their weights
+	// (WORKER_QUEUES); none: every queue, by priority alone.
+	Queues      []QueueWeight `json:"queues,omitempty"`
+	Concurrency int           `json:"concurrency"`
 	// Prefetch is how many jobs beyond Concurrency it takes, each waiting
 	// for a free slot (WORKER_PREFETCH); 0 or omitted: none.
 	Prefetch   int        `json:"prefetch,omitempty"`
@@ -93,6 +96,15 @@ type Heartbeat struct {
 	SentAt  time.Time `json:"sent_at"`           // informational only; ages use the receiver's clock
 	Host    string    `json:"host,omitempty"`    // the worker's host name, for operators
 	Version string    `json:"version,omitempty"` // the worker's build, for operators
+}
+
+// QueueWeight is one queue a worker serves and its weight: when every
+// queue the worker serves has due jobs, each gets a share of its slots in
+// proportion to its weight. A weight of 0 takes only slots the others
+// leave.
+type QueueWeight struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
 }
 
 // DeadEntry is one dead-letter list entry: which job died, why, and its

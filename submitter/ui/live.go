@@ -21,7 +21,7 @@ import (
 // Live updates (docs/ui.md, "Live updates").
 //
 // One refresher per Console (so per submitter process) reads what the
-// pages show, the counts of GET /stats, the leader and the chart rollup,
+// pages show, the counts of GET /stats and GET /queues, the leader and the chart rollup,
 // on its own clock, and only while someone looks: while an event stream
 // is open or a page was served in the last idleAfter. Every viewer reads
 // its latest snapshot; none makes a store query of its own for it. Each
@@ -118,6 +118,7 @@ type overview struct {
 	Stats       wire.StatsResponse
 	Leader      string
 	LeaderEpoch int64
+	Queues      []wire.QueueInfo  // GET /queues
 	Rollup      []store.RollupRow // the last chartWindow, oldest first
 	V           versions
 }
@@ -277,6 +278,13 @@ func (r *refresher) read() {
 	var err error
 	r.reads.Add(1)
 	next.Stats, err = r.svc.Stats(ctx)
+	if err == nil {
+		r.reads.Add(1)
+		var qs wire.QueueListResponse
+		if qs, err = r.svc.Queues(ctx); err == nil {
+			next.Queues = qs.Queues
+		}
+	}
 	if err == nil && (next.At.IsZero() || now.Sub(r.leaderAt) >= leaderEvery) {
 		r.reads.Add(1)
 		if next.Leader, next.LeaderEpoch, err = r.svc.Leader(ctx); err == nil {
@@ -298,7 +306,7 @@ func (r *refresher) read() {
 	if err == nil {
 		next.At = now
 		next.V = versions{
-			topicStats:   hashOf(next.Stats, next.Leader, next.LeaderEpoch),
+			topicStats:   hashOf(next.Stats, next.Leader, next.LeaderEpoch, next.Queues),
 			topicJobs:    hashOf(next.Stats.Jobs),
 			topicCharts:  hashOf(next.Rollup),
 			topicWorkers: hashOf(next.Stats.Workers),

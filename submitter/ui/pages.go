@@ -66,6 +66,12 @@ type overviewData struct {
 	States                []stateCount
 	Healthy, TotalWorkers int64
 	Charts                chartsData
+	Queues                []queueRow
+}
+
+type queueRow struct {
+	wire.QueueInfo
+	Link string // its jobs
 }
 
 type stateCount struct {
@@ -93,6 +99,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	for _, st := range job.States {
 		d.States = append(d.States, stateCount{State: string(st), N: snap.Stats.Jobs[string(st)],
 			Link: rootOf(r) + "jobs?q=" + url.QueryEscape("state:"+string(st))})
+	}
+	for _, q := range snap.Queues {
+		d.Queues = append(d.Queues, queueRow{QueueInfo: q, Link: rootOf(r) + "jobs?q=" + url.QueryEscape("queue:"+q.Name)})
 	}
 	for state, n := range snap.Stats.Workers {
 		d.TotalWorkers += n

@@ -70,6 +70,8 @@ type Service interface {
 	// Rollup returns the per-minute rollup rows from since on (live.go,
 	// charts.go).
 	Rollup(ctx context.Context, since time.Time) ([]store.RollupRow, error)
+	// Queues returns each queue's counts and settings (GET /queues).
+	Queues(ctx context.Context) (wire.QueueListResponse, error)
 }
 
 // Config configures the console.

@@ -81,6 +81,13 @@ func (f *fakeService) Leader(context.Context) (string, int64, error) {
 	return hostile, 7, nil
 }
 
+func (f *fakeService) Queues(context.Context) (wire.QueueListResponse, error) {
+	return wire.QueueListResponse{Queues: []wire.QueueInfo{
+		{Name: "reports", Paused: true, Concurrency: 4, Depth: 40, Pending: 41, OldestPendingSeconds: 612.4, CompletedPerMinute: 3},
+		{Name: hostile, Depth: 1, Running: 2},
+	}}, nil
+}
+
 func (f *fakeService) Rollup(context.Context, time.Time) ([]store.RollupRow, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
@@ -261,7 +268,8 @@ func TestPagesRender(t *testing.T) {
 		headers             []string
 	}{
 		{name: "overview", target: "/", token: "admin", status: 200,
-			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`}},
+			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`,
+				`<tr data-queue="reports"><td><a href="./jobs?q=queue%3Areports">reports</a></td><td><span class="state state-failed">paused</span></td><td class="n">4</td><td class="n">40</td><td class="n">41</td><td class="n">612 s</td>`}},
 		{name: "overview read only", target: "/", token: "read", status: 200, want: []string{"read only", "Log out"}},
 		{name: "overview auth off", target: "/", authOff: true, status: 200, wantNot: []string{"Log out"}},
 		{name: "jobs", target: "/jobs", token: "admin", status: 200,

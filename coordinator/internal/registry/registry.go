@@ -27,8 +27,11 @@ const (
 
 // Worker is one worker as the registry knows it.
 type Worker struct {
-	ID          string
-	Types       []string // sorted; "*" means any name
+	ID    string
+	Types []string // sorted; "*" means any name
+	// Queues are the queues it serves with their weights, as its
+	// heartbeat declared them (WORKER_QUEUES); nil: every queue.
+	Queues      []wire.QueueWeight
 	Concurrency int
 	// Prefetch is how many jobs beyond Concurrency it takes, each waiting
 	// for a slot (WORKER_PREFETCH).
@@ -129,7 +132,31 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	w.Types, w.Concurrency, w.Codec, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Codec, hb.Draining, now, false
 	w.Prefetch, w.Reported, w.StoppedAt = hb.Prefetch, len(hb.InFlight), time.Time{}
 	w.Host, w.Version = hb.Host, hb.Version
+	w.Queues = checkQueues(hb.Queues, w.Queues)
 	return joined
+}
+
+// checkQueues returns the queue list of a heartbeat, keeping the previous
+// one (prev) when it is equal, so that an unchanged list costs nothing.
+// Heartbeats are input: entries with a bad name, a weight out of range or
+// a name already listed are dropped and the list is cut at
+// wire.MaxWorkerQueues entries. A list left with nothing is nil (every
+// queue), as a worker sends when WORKER_QUEUES is unset.
+func checkQueues(qs, prev []wire.QueueWeight) []wire.QueueWeight {
+	if slices.Equal(qs, prev) {
+		return prev
+	}
+	var out []wire.QueueWeight
+	for _, q := range qs {
+		if len(out) == wire.MaxWorkerQueues {
+			break
+		}
+		if wire.ValidQueueName(q.Name) && q.Weight >= 0 && q.Weight <= wire.MaxQueueWeight &&
+			!slices.ContainsFunc(out, func(o wire.QueueWeight) bool { return o.Name == q.Name }) {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // Stopped marks a worker unavailable at once (it said it stopped at now).
@@ -248,10 +275,12 @@ func (w *Worker) leases() []Lease {
 	return out
 }
 
-// SlotGroup is a set of free slots whose workers handle the same job types.
+// SlotGroup is a set of free slots whose workers handle the same job types
+// and serve the same queues with the same weights.
 type SlotGroup struct {
-	Types []string // nil: any job name
-	Slots []string // worker ids, the next job's worker first
+	Types  []string           // nil: any job name
+	Queues []wire.QueueWeight // nil: every queue
+	Slots  []string           // worker ids, the next job's worker first
 }
 
 // Slots returns the free slots, at most max in all, grouped by the job types
@@ -270,6 +299,9 @@ func (r *Registry) Slots(max int) []SlotGroup {
 			if w.any() {
 				k = "*"
 			}
+			if w.Queues != nil {
+				k += "\x01" + wire.FormatQueueWeights(w.Queues)
+			}
 			byKey[k] = append(byKey[k], w)
 		}
 	}
@@ -281,7 +313,8 @@ func (r *Registry) Slots(max int) []SlotGroup {
 	// jobs are not all taken by the catch-all workers' claim, which excludes
 	// no name and so runs last.
 	sort.Strings(keys)
-	sort.SliceStable(keys, func(i, j int) bool { return keys[i] != "*" && keys[j] == "*" })
+	anyTypes := func(k string) bool { return k == "*" || strings.HasPrefix(k, "*\x01") }
+	sort.SliceStable(keys, func(i, j int) bool { return !anyTypes(keys[i]) && anyTypes(keys[j]) })
 	var out []SlotGroup
 	left := max
 	for _, k := range keys {
@@ -292,8 +325,8 @@ func (r *Registry) Slots(max int) []SlotGroup {
 			}
 			return ws[i].ID < ws[j].ID
 		})
-		g := SlotGroup{}
-		if k != "*" {
+		g := SlotGroup{Queues: slices.Clone(ws[0].Queues)}
+		if !anyTypes(k) {
 			g.Types = slices.Clone(ws[0].Types)
 		}
 		// Free slots first, then prefetch: a job waits on a busy worker
@@ -360,6 +393,7 @@ func (r *Registry) Snapshot() []Worker {
 	for _, w := range r.workers {
 		c := *w
 		c.Types = slices.Clone(w.Types)
+		c.Queues = slices.Clone(w.Queues)
 		c.InFlight = make(map[int64]int64, len(w.InFlight))
 		for k, v := range w.InFlight {
 			c.InFlight[k] = v

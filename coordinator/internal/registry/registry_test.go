@@ -127,6 +127,49 @@ func TestSlotsGroupByJobTypes(t *testing.T) {
 	}
 }
 
+// Workers that serve different queues, or the same queues with other
+// weights, are different groups; the catch-all types still claim last.
+func TestSlotsGroupByQueues(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	weighted := []wire.QueueWeight{{Name: "critical", Weight: 6}, {Name: "low", Weight: 1}}
+	with := func(h wire.Heartbeat, qs []wire.QueueWeight) wire.Heartbeat { h.Queues = qs; return h }
+	r.Heartbeat(hb("all", 1), t0)
+	r.Heartbeat(with(hb("w1", 1), weighted), t0)
+	r.Heartbeat(with(hb("w2", 1), weighted), t0)
+	r.Heartbeat(with(hb("w3", 1), []wire.QueueWeight{{Name: "critical", Weight: 1}, {Name: "low", Weight: 1}}), t0)
+	r.Heartbeat(with(hb("mail", 1, "email"), weighted), t0)
+	got := r.Slots(10)
+	want := []SlotGroup{
+		{Types: []string{"email"}, Queues: weighted, Slots: []string{"mail"}},
+		{Slots: []string{"all"}},
+		{Queues: []wire.QueueWeight{{Name: "critical", Weight: 1}, {Name: "low", Weight: 1}}, Slots: []string{"w3"}},
+		{Queues: weighted, Slots: []string{"w1", "w2"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slots = %+v, want %+v", got, want)
+	}
+}
+
+// A heartbeat's queue list is input: bad entries are dropped, and a list
+// left empty means every queue.
+func TestHeartbeatQueuesChecked(t *testing.T) {
+	t.Parallel()
+	r := New(3 * time.Second)
+	h := hb("w", 1)
+	h.Queues = []wire.QueueWeight{{Name: "ok", Weight: 2}, {Name: "bad name", Weight: 1}, {Name: "neg", Weight: -1},
+		{Name: "big", Weight: wire.MaxQueueWeight + 1}, {Name: "ok", Weight: 5}, {Name: "zero", Weight: 0}}
+	r.Heartbeat(h, t0)
+	if got := r.Snapshot()[0].Queues; !reflect.DeepEqual(got, []wire.QueueWeight{{Name: "ok", Weight: 2}, {Name: "zero", Weight: 0}}) {
+		t.Fatalf("queues = %+v", got)
+	}
+	h.Queues = []wire.QueueWeight{{Name: "", Weight: 1}}
+	r.Heartbeat(h, t0)
+	if got := r.Snapshot()[0].Queues; got != nil {
+		t.Fatalf("queues of an all-bad list = %+v; want nil (every queue)", got)
+	}
+}
+
 func TestDoneNeedsMatchingToken(t *testing.T) {
 	t.Parallel()
 	r := New(time.Second)

@@ -48,6 +48,7 @@ func run() error {
 	flag.IntVar(&cfg.Prefetch, "prefetch", e.Int("WORKER_PREFETCH", worker.DefaultPrefetch), "jobs held leased beyond -concurrency, each waiting for a free slot [WORKER_PREFETCH]")
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
 	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", e.Duration("SHUTDOWN_GRACE", worker.DefaultShutdownGrace), "time in-flight jobs get to finish on SIGTERM [SHUTDOWN_GRACE]")
+	queues := flag.String("queues", e.String("WORKER_QUEUES", ""), "queues served, with weights, e.g. critical:6,default:3,low:1; empty: every queue [WORKER_QUEUES]")
 	flag.StringVar(&cfg.Credential, "credential", e.String("WORKER_CREDENTIAL", ""), "credential sent to the coordinator [WORKER_CREDENTIAL]")
 	flag.BoolVar(&bcfg.Fallback, "fallback", e.Bool("WORKER_FALLBACK", builtin.DefaultFallback), fmt.Sprintf("run the names default and test_job as %v to -fallback-max of simulated work [WORKER_FALLBACK]", builtin.DefaultFallbackMin))
 	flag.DurationVar(&bcfg.FallbackMax, "fallback-max", e.Duration("FALLBACK_MAX", builtin.DefaultFallbackMax), "longest simulated work of the fallback [FALLBACK_MAX]")
@@ -65,6 +66,10 @@ func run() error {
 	flag.Parse()
 	if err := e.Err(); err != nil {
 		return err
+	}
+	var err error
+	if cfg.Queues, err = worker.ParseQueues(*queues); err != nil {
+		return fmt.Errorf("WORKER_QUEUES: %w", err)
 	}
 	// The password only from the environment, never a flag (ps shows those).
 	bcfg.SMTPPassword = os.Getenv("SMTP_PASSWORD")

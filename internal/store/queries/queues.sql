@@ -1,0 +1,44 @@
+-- The statements of queues.go, each named after the function that runs it.
+
+-- name: QueueSettingsList
+-- Only the queues whose rows change dispatch: a queue resumed and uncapped
+-- is dispatched as if it had no row.
+SELECT name, paused, concurrency, updated_at FROM queues
+    WHERE paused OR concurrency > 0 ORDER BY name
+
+-- name: QueueSetPaused
+INSERT INTO queues (name, paused) VALUES ($1, $2)
+    ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()
+    RETURNING name, paused, concurrency, updated_at
+
+-- name: QueueSetConcurrency
+INSERT INTO queues (name, concurrency) VALUES ($1, $2)
+    ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, updated_at = now()
+    RETURNING name, paused, concurrency, updated_at
+
+-- name: QueueStatsListSeqscanOn
+SET LOCAL enable_seqscan = on
+
+-- name: QueueStatsList
+-- Every queue with waiting or running jobs, jobs finished in the last
+-- minute, or a row in queues. Depth and the oldest age count due jobs
+-- only, as jobs_in_queue does; pending counts every waiting job.
+WITH counts AS (
+    SELECT queue,
+        count(*) FILTER (WHERE status IN ('pending', 'retrying') AND next_run_at <= now()) AS depth,
+        count(*) FILTER (WHERE status IN ('pending', 'retrying')) AS pending,
+        coalesce(extract(epoch FROM now() - min(next_run_at)
+            FILTER (WHERE status IN ('pending', 'retrying') AND next_run_at <= now())), 0)::float8 AS oldest,
+        count(*) FILTER (WHERE status = 'leased') AS running,
+        count(*) FILTER (WHERE status = 'completed' AND finished_at > now() - interval '1 minute') AS completed,
+        count(*) FILTER (WHERE status = 'failed' AND finished_at > now() - interval '1 minute') AS failed
+    FROM jobs
+    WHERE status IN ('pending', 'retrying', 'leased')
+       OR (status IN ('completed', 'failed') AND finished_at > now() - interval '1 minute')
+    GROUP BY queue
+)
+SELECT coalesce(c.queue, s.name), coalesce(c.depth, 0), coalesce(c.pending, 0), coalesce(c.oldest, 0),
+        coalesce(c.running, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
+        coalesce(s.paused, false), coalesce(s.concurrency, 0)
+    FROM counts c FULL JOIN queues s ON s.name = c.queue
+    ORDER BY 1
