@@ -97,6 +97,33 @@ func (s *Store) JobClaimQueues(ctx context.Context, p JobClaimQueuesParams) ([]C
 	return collectClaimed(rows)
 }
 
+// JobClaimLimitedParams is a claim of jobs with a limit_key: JobClaimParams
+// plus the queues the slots' workers serve.
+type JobClaimLimitedParams struct {
+	JobClaimParams
+	// Queues are the only queues to claim from; nil: every queue.
+	Queues []string
+}
+
+// JobClaimLimited leases up to len(Slots) due jobs that have a limit_key
+// (a concurrency key, or a name limit's key) and nothing else, keeping
+// each key within its concurrency and rate (table limits) and each queue
+// within its pause and cap, all read in the claim's own transaction. It is
+// one call of dts_claim_limited_jobs (functions.sql). JobClaimBatch and
+// JobClaimQueues never lease such jobs; the dispatcher calls this only
+// while some may be waiting (JobLimitedWaiting).
+func (s *Store) JobClaimLimited(ctx context.Context, p JobClaimLimitedParams) ([]Claimed, error) {
+	if len(p.Slots) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, q("JobClaimLimited"), p.Epoch, p.Types, p.Queues, p.Slots,
+		NewLeaseTokens(len(p.Slots)), millis(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim limited jobs: %w", interpretError(err))
+	}
+	return collectClaimed(rows)
+}
+
 // collectClaimed reads the rows of a claim function.
 func collectClaimed(rows pgx.Rows) ([]Claimed, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {

@@ -50,6 +50,10 @@ $$;
 -- seq-scans it, which costs 5 ms per claim at 50,000 rows (0.6 ms pinned)
 -- until an ANALYZE invalidates it. Both statements have an index that fits
 -- exactly: jobs_due_idx for the lock, the primary key for the update.
+--
+-- Jobs with a limit_key (migration 013) are not in jobs_due_idx and not
+-- claimed here: dts_claim_limited_jobs claims them. The lock's WHERE says
+-- limit_key IS NULL so that it matches the index's predicate.
 DROP FUNCTION IF EXISTS dts_claim_jobs(text[], text[], bigint);
 CREATE OR REPLACE FUNCTION dts_claim_jobs(p_epoch bigint, p_types text[], p_slots text[], p_tokens bigint[],
                                           p_lease_ms bigint)
@@ -65,7 +69,7 @@ BEGIN
     PERFORM dts_fence(p_epoch);
     ids := ARRAY(
         SELECT j.id FROM jobs j
-        WHERE j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+        WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
           AND (p_types IS NULL OR j.name = ANY(p_types))
         ORDER BY j.priority DESC, j.next_run_at, j.id
         LIMIT cardinality(p_slots)
@@ -111,6 +115,11 @@ $$;
 --
 -- Then the same UPDATE as dts_claim_jobs, the i-th locked job to the i-th
 -- slot. Plans are pinned to indexes in the same way.
+--
+-- Jobs with a limit_key are left to dts_claim_limited_jobs, which honours
+-- pauses and caps too. jobs_queue_due_idx still holds them (it is the
+-- index the counts of waiting jobs read), so a queue's limited jobs ahead
+-- of its others are walked past here.
 CREATE OR REPLACE FUNCTION dts_claim_queue_jobs(p_epoch bigint, p_types text[], p_queues text[], p_shares integer[],
                                                 p_slots text[], p_tokens bigint[], p_lease_ms bigint)
 RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
@@ -169,6 +178,7 @@ BEGIN
             got := ARRAY(
                 SELECT j.id FROM jobs j
                 WHERE j.queue = qs[i] AND j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+                  AND j.limit_key IS NULL
                   AND (p_types IS NULL OR j.name = ANY(p_types))
                 ORDER BY j.priority DESC, j.next_run_at, j.id
                 LIMIT lft
@@ -187,6 +197,7 @@ BEGIN
                 CROSS JOIN LATERAL (
                     SELECT k.id, k.priority, k.next_run_at FROM jobs k
                     WHERE k.queue = qs[s.i] AND k.status IN ('pending', 'retrying') AND k.next_run_at <= now()
+                      AND k.limit_key IS NULL
                       AND (p_types IS NULL OR k.name = ANY(p_types)) AND k.id <> ALL(ids)
                     ORDER BY k.priority DESC, k.next_run_at, k.id
                     LIMIT least(room[s.i], lft)) c
@@ -200,6 +211,136 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN;
     END IF;
+    RETURN QUERY
+        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
+            lease_token = u.token,
+            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+            worker_id = u.worker, started_at = now(), cancel_requested = false
+        FROM unnest(ids, p_slots[1:cardinality(ids)], p_tokens[1:cardinality(ids)]) AS u(id, worker, token)
+        WHERE j.id = u.id
+        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
+            j.lease_token, j.worker_id, j.created_at;
+END
+$$;
+
+-- dts_claim_limited_jobs claims jobs that have a limit_key (a concurrency
+-- key, or 'name:<name>' when their name had a limit at submit time;
+-- docs/architecture.md, "Limits"). The coordinator calls it beside the
+-- plain claim (or the claim by queue), for a share of a group's slots,
+-- only while its copy says such jobs are waiting; jobs without a
+-- limit_key never come here.
+--
+--   1. The keys with waiting jobs: a loose scan of jobs_limit_due_idx, one
+--      index descent per key.
+--   2. Each key's room, read in this transaction: every slot, less, when
+--      its row in limits has a concurrency, that minus its jobs leased now
+--      (jobs_limit_leased_idx), and less, when it has a rate, that minus
+--      its starts within the last period_seconds (limit_starts). Only the
+--      leader claims, one claim at a time, each after dts_fence: neither
+--      count can be raced, so a limit holds across the whole cluster.
+--   3. Queues: a paused queue's jobs are skipped; a capped queue takes at
+--      most its cap minus its jobs leased now, as in dts_claim_queue_jobs.
+--      p_queues, when not NULL, are the only queues the slots' workers
+--      serve.
+--   4. Each key offers its best min(room, slots) due jobs from its index;
+--      the best of those, in priority, due-time, id order, are locked.
+--   5. The starts of rate-limited keys are recorded (limit_starts), and
+--      the starts older than their key's period deleted, in this same
+--      transaction; then the same UPDATE as dts_claim_jobs.
+CREATE OR REPLACE FUNCTION dts_claim_limited_jobs(p_epoch bigint, p_types text[], p_queues text[],
+                                                  p_slots text[], p_tokens bigint[], p_lease_ms bigint)
+RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    n      integer := cardinality(p_slots);
+    ks     text[];
+    room   integer[];
+    paused text[];
+    cq     text[] := '{}';
+    croom  integer[] := '{}';
+    ids    bigint[];
+    lim    record;
+    q      record;
+    i      integer;
+BEGIN
+    PERFORM dts_fence(p_epoch);
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    ks := ARRAY(
+        WITH RECURSIVE d(k) AS (
+            (SELECT j.limit_key FROM jobs j
+             WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NOT NULL ORDER BY j.limit_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.limit_key FROM jobs j
+                    WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NOT NULL AND j.limit_key > d.k
+                    ORDER BY j.limit_key LIMIT 1)
+            FROM d WHERE d.k IS NOT NULL)
+        SELECT d.k FROM d WHERE d.k IS NOT NULL);
+    IF cardinality(ks) = 0 THEN
+        RETURN;
+    END IF;
+
+    DELETE FROM limit_starts s WHERE s.key = ANY(ks) AND NOT EXISTS (
+        SELECT 1 FROM limits l
+        WHERE l.key = s.key AND l.rate > 0 AND s.at > now() - l.period_seconds * interval '1 second');
+
+    room := array_fill(n, ARRAY[cardinality(ks)]);
+    FOR i IN 1 .. cardinality(ks) LOOP
+        SELECT l.concurrency, l.rate, l.period_seconds INTO lim FROM limits l WHERE l.key = ks[i];
+        CONTINUE WHEN NOT FOUND;
+        IF lim.concurrency > 0 THEN
+            room[i] := least(room[i], lim.concurrency -
+                (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.limit_key = ks[i])::integer);
+        END IF;
+        IF lim.rate > 0 THEN
+            room[i] := least(room[i], lim.rate -
+                (SELECT count(*) FROM limit_starts s
+                 WHERE s.key = ks[i] AND s.at > now() - lim.period_seconds * interval '1 second')::integer);
+        END IF;
+        room[i] := greatest(room[i], 0);
+    END LOOP;
+
+    paused := ARRAY(SELECT s.name FROM queues s WHERE s.paused);
+    FOR q IN SELECT s.name, s.concurrency FROM queues s WHERE s.concurrency > 0 AND NOT s.paused LOOP
+        cq := cq || q.name;
+        croom := croom || greatest(0, q.concurrency -
+            (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.queue = q.name)::integer);
+    END LOOP;
+
+    ids := ARRAY(
+        SELECT j.id FROM jobs j
+        WHERE j.id IN (
+            SELECT c.id FROM (
+                SELECT c.id, c.priority, c.next_run_at, c.queue,
+                    row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.next_run_at, c.id) AS qn
+                FROM generate_subscripts(ks, 1) AS s(i)
+                CROSS JOIN LATERAL (
+                    SELECT k.id, k.priority, k.next_run_at, k.queue FROM jobs k
+                    WHERE k.limit_key = ks[s.i] AND k.status IN ('pending', 'retrying') AND k.next_run_at <= now()
+                      AND (p_types IS NULL OR k.name = ANY(p_types))
+                      AND (p_queues IS NULL OR k.queue = ANY(p_queues))
+                      AND k.queue <> ALL(paused)
+                    ORDER BY k.priority DESC, k.next_run_at, k.id
+                    LIMIT room[s.i]) c
+                WHERE room[s.i] > 0) c
+            WHERE c.qn <= coalesce(croom[array_position(cq, c.queue)], n)
+            ORDER BY c.priority DESC, c.next_run_at, c.id
+            LIMIT n)
+          AND j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+        ORDER BY j.priority DESC, j.next_run_at, j.id
+        FOR UPDATE OF j SKIP LOCKED);
+    IF cardinality(ids) = 0 THEN
+        RETURN;
+    END IF;
+
+    INSERT INTO limit_starts (key, at)
+        SELECT j.limit_key, now() FROM jobs j JOIN limits l ON l.key = j.limit_key
+        WHERE j.id = ANY(ids) AND l.rate > 0;
     RETURN QUERY
         UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
             lease_token = u.token,

@@ -36,6 +36,11 @@ type JobInsertParams struct {
 	// Unique, if not nil, makes the job unique (unique.go): while an
 	// earlier job holds its key, that job is answered instead.
 	Unique *Unique
+	// ConcurrencyKey, if not empty, is the job's limit_key: the limit
+	// configured for that key (limits.go) applies to it, now or once
+	// one is set. Empty: the job's limit_key is "name:<Name>" if that
+	// limit exists when it is inserted, else none.
+	ConcurrencyKey string
 }
 
 // hasParents reports whether the job waits on others.
@@ -237,8 +242,12 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 	prios, retries, timeouts := make([]int32, n), make([]int32, n), make([]int32, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
 	statuses, callbacks := make([]string, n), make([]bool, n)
+	ckeys := make([]*string, n)
 	for i, k := range idx {
 		p := params[k]
+		if p.ConcurrencyKey != "" {
+			ckeys[i] = &p.ConcurrencyKey
+		}
 		names[i], queues[i], payloads[i] = p.Name, p.Queue, string(p.Payload)
 		statuses[i], callbacks[i] = string(job.StatePending), p.Callback
 		if p.hasParents() {
@@ -257,7 +266,7 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	args := []any{names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks}
+	args := []any{names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks, ckeys}
 	var rows pgx.Rows
 	var err error
 	if slices.ContainsFunc(keys, func(k *string) bool { return k != nil }) {

@@ -9,3 +9,8 @@ SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
 SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
         lease_token, worker_id, created_at
     FROM dts_claim_queue_jobs($1, $2, $3, $4, $5, $6, $7)
+
+-- name: JobClaimLimited
+SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
+        lease_token, worker_id, created_at
+    FROM dts_claim_limited_jobs($1, $2, $3, $4, $5, $6)

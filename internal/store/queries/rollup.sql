@@ -6,7 +6,8 @@
 -- name of the $3 busiest. Rows already written for that minute (by an
 -- earlier leader) are kept as they are. Every scan is bounded by an
 -- index: finished jobs by jobs_finished_idx from $1 on, leased ones by
--- jobs_leased_idx, due ones by jobs_due_idx. A retried attempt that
+-- jobs_leased_idx, due ones by jobs_queue_due_idx (which, unlike
+-- jobs_due_idx, holds the jobs with a limit_key too). A retried attempt that
 -- failed and now waits (retrying) is not among the started.
 WITH finished AS (
     SELECT name, status FROM jobs

@@ -38,8 +38,10 @@ DELETE FROM schedules WHERE id = $1 RETURNING {{scheduleColumns}}
 -- name: ScheduleTrigger
 -- Not a tick: schedule_tick stays NULL, which the unique index allows any
 -- number of times, and the schedule's next and last ticks do not move.
-INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, schedule_id)
-SELECT job_name, job_queue, job_priority, job_payload, job_max_retries, job_timeout_seconds, id
+-- A limit on the job's name applies as to a submission (limit_key).
+INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, schedule_id, limit_key)
+SELECT job_name, job_queue, job_priority, job_payload, job_max_retries, job_timeout_seconds, id,
+        (SELECT l.key FROM limits l WHERE l.key = 'name:' || job_name)
     FROM schedules WHERE id = $1
 RETURNING id
 
@@ -58,8 +60,10 @@ SELECT s.overlap, coalesce(j.status IN ('pending', 'leased', 'retrying'), false)
     FOR UPDATE OF s
 
 -- name: ScheduleFireInsert
-INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, schedule_id, schedule_tick)
-SELECT s.job_name, s.job_queue, s.job_priority, s.job_payload, s.job_max_retries, s.job_timeout_seconds, s.id, t.tick
+INSERT INTO jobs (name, queue, priority, payload, max_retries, timeout_seconds, schedule_id, schedule_tick,
+                  limit_key)
+SELECT s.job_name, s.job_queue, s.job_priority, s.job_payload, s.job_max_retries, s.job_timeout_seconds, s.id, t.tick,
+        (SELECT l.key FROM limits l WHERE l.key = 'name:' || s.job_name)
     FROM schedules s, unnest($2::timestamptz[]) WITH ORDINALITY AS t(tick, ord)
     WHERE s.id = $1 AND (SELECT dts_fence($3))
     ORDER BY t.ord
