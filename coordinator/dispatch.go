@@ -18,7 +18,9 @@ import (
 type dispatchStore interface {
 	JobClaimBatch(ctx context.Context, p store.JobClaimParams) ([]store.Claimed, error)
 	JobClaimQueues(ctx context.Context, p store.JobClaimQueuesParams) ([]store.Claimed, error)
+	JobClaimLimited(ctx context.Context, p store.JobClaimLimitedParams) ([]store.Claimed, error)
 	QueueSettingsList(ctx context.Context) ([]store.QueueSetting, error)
+	JobLimitedWaiting(ctx context.Context) (bool, error)
 	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
 }
 
@@ -39,6 +41,12 @@ type dispatchQueue interface {
 // capped and a group's workers serve every queue, its claim is the plain
 // one (dts_claim_jobs). Otherwise it is the claim by queue, with the
 // group's slots split by weight (shareSplitter).
+//
+// Limits cost nothing until they are used either: jobs with a limit_key
+// are in neither claim's index, and the limited claim (dts_claim_limited_jobs)
+// runs only while the dispatcher's copy, reloaded every poll interval,
+// says such jobs are waiting. Then a group's slots are shared between the
+// limited claim and the other (limitShare).
 type dispatcher struct {
 	base
 	loop
@@ -51,6 +59,15 @@ type dispatcher struct {
 	queuesAt time.Time
 	// splitters keep each group's weighted round robin (by groupKey).
 	splitters map[string]*shareSplitter
+	// limited says jobs with a limit_key may be waiting, as loaded at
+	// limitedAt; limitedLoaded is false until the first load succeeds
+	// (and limited true, so that such jobs are claimed meanwhile).
+	limited       bool
+	limitedLoaded bool
+	limitedAt     time.Time
+	// limitedFirst says the limited claim goes first in the next group's
+	// claim; it alternates (limitShare).
+	limitedFirst bool
 }
 
 // Start starts dispatching; Stop stops it.
@@ -89,6 +106,7 @@ func (d *dispatcher) round(ctx context.Context) (more bool, err error) {
 		d.claimSize = min(minClaimSize, d.cfg.ClaimBatch)
 	}
 	d.loadQueues(ctx)
+	d.loadLimited(ctx)
 	groups := d.l.workers.Slots(d.claimSize)
 	offered, total := 0, 0
 	for _, g := range groups {
@@ -129,10 +147,88 @@ func (d *dispatcher) loadQueues(ctx context.Context) {
 	d.metrics.queuesConfigured.Set(float64(len(rows)))
 }
 
-// claim leases jobs for one group's slots: the plain claim when queues
-// change nothing for it, else the claim by queue.
+// loadLimited reloads whether jobs with a limit_key are waiting when the
+// copy is older than the poll interval. A failed load keeps the copy (or,
+// before the first success, says they may be).
+func (d *dispatcher) loadLimited(ctx context.Context) {
+	if d.limitedLoaded && time.Since(d.limitedAt) < d.cfg.PollInterval {
+		return
+	}
+	waiting, err := d.store.JobLimitedWaiting(ctx)
+	if err != nil {
+		d.storeError(ctx, storeOpLimitedWaiting, err)
+		if !d.limitedLoaded {
+			d.limited = true
+		}
+		return
+	}
+	d.limited, d.limitedLoaded, d.limitedAt = waiting, true, time.Now()
+}
+
+// claim leases jobs for one group's slots. While no job with a limit_key
+// waits, that is claimUnlimited alone; otherwise limitShare divides the
+// slots between it and the limited claim. It may return jobs with an
+// error (one of two claims failed): they are leased and must be delivered.
 func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.Claimed, error) {
-	p := store.JobClaimParams{Epoch: d.l.epoch, Types: g.Types, Slots: g.Slots, Lease: d.cfg.LeaseDuration}
+	if !d.limited {
+		return d.claimUnlimited(ctx, g, g.Slots)
+	}
+	limited := func(slots []string) ([]store.Claimed, error) {
+		p := store.JobClaimLimitedParams{JobClaimParams: store.JobClaimParams{Epoch: d.l.epoch, Types: g.Types,
+			Slots: slots, Lease: d.cfg.LeaseDuration}}
+		if g.Queues != nil {
+			p.Queues = make([]string, 0, len(g.Queues))
+			for _, q := range g.Queues {
+				if !d.queues.paused[q.Name] {
+					p.Queues = append(p.Queues, q.Name)
+				}
+			}
+			if len(p.Queues) == 0 {
+				return nil, nil
+			}
+		}
+		return d.store.JobClaimLimited(ctx, p)
+	}
+	unlimited := func(slots []string) ([]store.Claimed, error) { return d.claimUnlimited(ctx, g, slots) }
+	first, second := unlimited, limited
+	if d.limitedFirst {
+		first, second = limited, unlimited
+	}
+	d.limitedFirst = !d.limitedFirst
+	return limitShare(g.Slots, first, second)
+}
+
+// limitShare shares a group's slots between two claims, the limited one
+// and the other, so that neither starves: the first gets half of them
+// (rounded up), the second every slot the first left, and if the second
+// then leaves some while the first filled its half, the first gets those
+// too. So no slot stays free while either has due jobs it may take, and
+// while both have plenty each gets half. Which claim goes first
+// alternates from one call to the next, so with one free slot at a time
+// they take turns. Slots are used in order: the first claim's jobs go to
+// the first slots. After an error it stops and returns what was claimed.
+func limitShare(slots []string, first, second func([]string) ([]store.Claimed, error)) ([]store.Claimed, error) {
+	half := (len(slots) + 1) / 2
+	got, err := first(slots[:half])
+	if err != nil {
+		return got, err
+	}
+	more, err := second(slots[len(got):])
+	got = append(got, more...)
+	if err != nil || len(got) == len(slots) || len(got)-len(more) < half {
+		return got, err
+	}
+	more, err = first(slots[len(got):])
+	return append(got, more...), err
+}
+
+// claimUnlimited leases jobs without a limit_key to slots of a group: the
+// plain claim when queues change nothing for it, else the claim by queue.
+func (d *dispatcher) claimUnlimited(ctx context.Context, g registry.SlotGroup, slots []string) ([]store.Claimed, error) {
+	if len(slots) == 0 {
+		return nil, nil
+	}
+	p := store.JobClaimParams{Epoch: d.l.epoch, Types: g.Types, Slots: slots, Lease: d.cfg.LeaseDuration}
 	if g.Queues == nil && d.queues.plain() {
 		return d.store.JobClaimBatch(ctx, p)
 	}
@@ -149,7 +245,7 @@ func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.C
 			sp = &shareSplitter{}
 			d.splitters[key] = sp
 		}
-		qp.Queues, qp.Shares = sp.split(g.Queues, d.queues.paused, len(g.Slots))
+		qp.Queues, qp.Shares = sp.split(g.Queues, d.queues.paused, len(slots))
 		if len(qp.Queues) == 0 {
 			return nil, nil // every queue it serves is paused
 		}
@@ -175,10 +271,25 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (i
 	d.metrics.dispatchStep.WithLabelValues("claim").Observe(time.Since(t0).Seconds())
 	if err != nil {
 		d.storeError(ctx, storeOpClaim, err)
-		return 0, false, err
+		if len(claimed) == 0 {
+			return 0, false, err
+		}
+		// One of the limited and the other claim failed after the other
+		// leased jobs: deliver those, then report the error.
+		n, _, derr := d.deliverClaimed(ctx, claimed, len(slots))
+		if derr != nil {
+			return n, false, derr
+		}
+		return n, false, err
 	}
+	return d.deliverClaimed(ctx, claimed, len(slots))
+}
+
+// deliverClaimed delivers the jobs claimed for a group of n slots; it
+// returns how many were claimed and whether that filled the slots.
+func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed, slots int) (int, bool, error) {
 	d.metrics.claimBatch.Observe(float64(len(claimed)))
-	n, filled := len(claimed), len(claimed) == len(slots)
+	n, filled := len(claimed), len(claimed) == slots
 	if n == 0 {
 		return 0, false, nil
 	}
@@ -210,7 +321,8 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (i
 		byWorker[j.WorkerID] = out
 	}
 	t0 = time.Now()
-	err = d.queue.Deliver(ctx, byWorker)
+	t0 := time.Now()
+	err := d.queue.Deliver(ctx, byWorker)
 	d.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())
 	if err != nil {
 		d.redisError(ctx, redisOpDeliver, err)

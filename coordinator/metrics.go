@@ -153,6 +153,7 @@ const (
 	storeOpDLQRebuild            storeOp = "dlq_rebuild"
 	storeOpElect                 storeOp = "elect"
 	storeOpLeaseExtend           storeOp = "lease_extend"
+	storeOpLimitedWaiting        storeOp = "limited_waiting"
 	storeOpListDead              storeOp = "list_dead"
 	storeOpLoadLeases            storeOp = "load_leases"
 	storeOpLoadWorkerCredentials storeOp = "load_worker_credentials"
@@ -188,7 +189,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
+	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpLimitedWaiting, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
 	redisOps = []redisOp{redisOpDeliver, redisOpDLQLen, redisOpDLQPush, redisOpDLQRebuild, redisOpDropWorkerQueues, redisOpHeartbeatRead, redisOpRemoveDeliveries, redisOpResultsAck, redisOpResultsGroup, redisOpResultsRead}
 )
 

@@ -269,6 +269,13 @@ func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (sto
 		p.IdempotencyKey = req.IdempotencyKey
 	}
 
+	if req.ConcurrencyKey != "" {
+		if msg := checkText(req.ConcurrencyKey, wire.MaxLimitKeyLen); msg != "" {
+			return bad("concurrency_key", "%s", msg)
+		}
+		p.ConcurrencyKey = req.ConcurrencyKey
+	}
+
 	if n := len(req.DependsOn) + len(req.DependsOnIndex); n > maxDependsOn {
 		return bad("depends_on", "names %d jobs, at most %d are allowed", n, maxDependsOn)
 	}

@@ -81,6 +81,7 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 		admin.Get("/admin/audit", httpx.Handler(s.listAudit))
 		s.scheduleRoutes(read, admin, body)
 		s.queueRoutes(read, admin, body)
+		s.limitRoutes(read, admin, body)
 
 		// The originals' routes (compat.go), on the native path.
 		submit.With(body).Post("/api/tasks", httpx.Handler(s.createTask))

@@ -97,6 +97,8 @@ const (
 	storeOpRunNow     storeOp = "run_now"
 	storeOpQueues     storeOp = "queues"
 	storeOpQueueWrite storeOp = "queue_write"
+	storeOpLimits     storeOp = "limits"
+	storeOpLimitWrite storeOp = "limit_write"
 )
 
 // redisOp is the op label of dts_redis_errors_total: which Redis operation
@@ -111,7 +113,7 @@ const (
 
 var (
 	storeOps = []storeOp{storeOpInsert, storeOpStateGet, storeOpGet, storeOpList, storeOpDeadList, storeOpStats, storeOpLeader, storeOpCancel, storeOpRequeue, storeOpPing, storeOpAudit, storeOpAuditList, storeOpTokenCreate, storeOpTokenList, storeOpTokenRevoke, storeOpDelete, storeOpBulk, storeOpWorkers, storeOpJobTypes, storeOpRollup, storeOpScheduleRead, storeOpScheduleWrite,
-		storeOpOperation, storeOpDrain, storeOpScheduled, storeOpRunNow, storeOpQueues, storeOpQueueWrite}
+		storeOpOperation, storeOpDrain, storeOpScheduled, storeOpRunNow, storeOpQueues, storeOpQueueWrite, storeOpLimits, storeOpLimitWrite}
 	redisOps = []redisOp{redisOpWake, redisOpSendControl, redisOpPing}
 )
 

@@ -77,6 +77,69 @@ func (a *app) queuesCmd() *cobra.Command {
 	return group(cmd, ls, pause, resume, limit)
 }
 
+// ---- limits ----
+
+func (a *app) limitsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "limits", Short: "List, set and remove concurrency and rate limits"}
+	ls := &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List limits", Args: cobra.NoArgs,
+		Example: `  dtsctl limits ls`,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			ls, err := a.c.Limits(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return emit(a, listing[client.LimitInfo]{
+				whole: map[string]any{"limits": ls}, items: ls,
+				id:     func(l client.LimitInfo) string { return l.Key },
+				header: []string{"KEY", "CONCURRENCY", "RATE", "PERIOD", "RUNNING", "WAITING"},
+				row: func(l client.LimitInfo) []string {
+					return []string{l.Key, fmt.Sprint(l.Concurrency), fmt.Sprint(l.Rate),
+						(time.Duration(l.PeriodSeconds) * time.Second).String(), itoa(l.Running), itoa(l.Waiting)}
+				},
+			})
+		}),
+	}
+	var concurrency, rate int
+	var period time.Duration
+	set := &cobra.Command{
+		Use:   "set KEY",
+		Short: "Limit a key's jobs (name:<job name> or a concurrency key): at most --concurrency at once, --rate per --period",
+		Args:  cobra.ExactArgs(1),
+		Example: `  dtsctl limits set tenant-7 --concurrency 5
+  dtsctl limits set name:send_email --rate 100 --period 1m
+  dtsctl limits set api --concurrency 2 --rate 10 --period 1s`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if period%time.Second != 0 {
+				return usagef("--period must be whole seconds: %s", period)
+			}
+			l, err := a.c.SetLimit(cmd.Context(), args[0], concurrency, rate, period)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.env.Stdout, "%s limited: concurrency %d, rate %d per %s\n", l.Key, l.Concurrency, l.Rate,
+				time.Duration(l.PeriodSeconds)*time.Second)
+			return err
+		}),
+	}
+	f := set.Flags()
+	f.IntVar(&concurrency, "concurrency", 0, "at most this many of the key's jobs running at once (0: no cap)")
+	f.IntVar(&rate, "rate", 0, "at most this many starts per --period (0: no rate limit)")
+	f.DurationVar(&period, "period", 0, "the rate's period, whole seconds (with --rate)")
+	rm := &cobra.Command{
+		Use: "rm KEY", Aliases: []string{"delete"}, Short: "Remove a key's limit", Args: cobra.ExactArgs(1),
+		Example: `  dtsctl limits rm tenant-7`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if err := a.c.DeleteLimit(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.env.Stdout, "%s unlimited\n", args[0])
+			return err
+		}),
+	}
+	return group(cmd, ls, set, rm)
+}
+
 // ---- workers ----
 
 func (a *app) workersCmd() *cobra.Command {

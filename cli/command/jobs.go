@@ -14,7 +14,7 @@ import (
 )
 
 func (a *app) submitCmd() *cobra.Command {
-	var payload, payloadFile, queue, runAt, key string
+	var payload, payloadFile, queue, runAt, key, concurrencyKey string
 	var priority, retries int
 	var delay, timeout time.Duration
 	var wait bool
@@ -52,6 +52,9 @@ func (a *app) submitCmd() *cobra.Command {
 			f := cmd.Flags()
 			if queue != "" {
 				opts = append(opts, client.Queue(queue))
+			}
+			if concurrencyKey != "" {
+				opts = append(opts, client.ConcurrencyKey(concurrencyKey))
 			}
 			if f.Changed("priority") {
 				opts = append(opts, client.Priority(priority))
@@ -106,6 +109,7 @@ func (a *app) submitCmd() *cobra.Command {
 	f.StringVar(&runAt, "run-at", "", "first attempt at this RFC 3339 time")
 	f.DurationVar(&timeout, "timeout", 0, "bound on each attempt")
 	f.StringVar(&key, "idempotency-key", "", "a repeat with this key answers the first job")
+	f.StringVar(&concurrencyKey, "concurrency-key", "", "put the job under this key's limit (dtsctl limits)")
 	f.BoolVar(&wait, "wait", false, "wait until the job ends and print it (exit 1 if it failed or was canceled)")
 	return cmd
 }

@@ -145,7 +145,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 authentication or scope.`,
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "print ids only")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "jsonl"}, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(a.submitCmd(), a.jobsCmd(), a.dlqCmd(), a.queuesCmd(), a.workersCmd(), a.statsCmd(),
+	root.AddCommand(a.submitCmd(), a.jobsCmd(), a.dlqCmd(), a.queuesCmd(), a.limitsCmd(), a.workersCmd(), a.statsCmd(),
 		a.topCmd(), a.tokenCmd(), a.auditCmd(), a.operationsCmd())
 	return root
 }

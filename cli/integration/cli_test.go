@@ -399,3 +399,38 @@ func TestQueues(t *testing.T) {
 		t.Errorf("pause of a bad name: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// The limit commands over the real routes: set (a concurrency key and a
+// name limit), submit under a key, list (table and JSON), remove; a bad
+// limit is the server's invalid_limit.
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	if got := s.ok("limits", "set", "tenant-7", "--concurrency", "5"); got != "tenant-7 limited: concurrency 5, rate 0 per 0s\n" {
+		t.Errorf("set = %q", got)
+	}
+	if got := s.ok("limits", "set", "name:send_email", "--rate", "100", "--period", "1m"); got != "name:send_email limited: concurrency 0, rate 100 per 1m0s\n" {
+		t.Errorf("set a name limit = %q", got)
+	}
+	if r := s.dtsctl("submit", "report", "--concurrency-key", "tenant-7", "-q"); r.code != 0 {
+		t.Fatalf("submit: exit %d %s", r.code, r.stderr)
+	}
+	table := s.ok("limits", "ls")
+	if !strings.Contains(table, "CONCURRENCY") || !regexp.MustCompile(`(?m)^tenant-7\s+5\s+0\s+0s\s+0\s+1\s*$`).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^name:send_email\s+0\s+100\s+1m0s\s+0\s+0\s*$`).MatchString(table) {
+		t.Errorf("limits ls =\n%s", table)
+	}
+	js := s.ok("limits", "ls", "-o", "json")
+	if !strings.Contains(js, `"key": "tenant-7"`) || !strings.Contains(js, `"waiting": 1`) {
+		t.Errorf("limits ls -o json = %s", js)
+	}
+	if got := s.ok("limits", "rm", "tenant-7"); got != "tenant-7 unlimited\n" {
+		t.Errorf("rm = %q", got)
+	}
+	if r := s.dtsctl("limits", "rm", "tenant-7"); r.code != command.ExitError || !strings.Contains(r.stderr, "not_found") {
+		t.Errorf("second rm: exit %d %s", r.code, r.stderr)
+	}
+	if r := s.dtsctl("limits", "set", "k", "--rate", "5"); r.code != command.ExitError || !strings.Contains(r.stderr, "invalid_limit") {
+		t.Errorf("a rate without a period: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -57,6 +57,11 @@ type SubmitRequest struct {
 	// uniqueness key, which stays scoped by name and queue. Only with
 	// UniqueFor.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// ConcurrencyKey (1..200 characters, no control characters) puts the
+	// job under the limit of that key (PUT /limits/{key}): set now or
+	// later. Without it, a job is under its name's limit ("name:<name>")
+	// if one exists when it is submitted.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 }
 
 // BatchSubmitRequest is the object form of the POST /submit_jobs body; a
@@ -195,4 +200,5 @@ const (
 	CodeUnknownDependency    = "unknown_dependency"     // 400: depends_on names jobs that do not exist; the message lists them
 	CodeUnknownJobName       = "unknown_job_name"       // 400 with REJECT_UNKNOWN_JOB_NAMES: no worker handles the name; the message lists those handled
 	CodeInvalidUnique        = "invalid_unique"         // 400: unique_for, unique_states or unique_key is invalid; the message names the field
+	CodeInvalidLimit         = "invalid_limit"          // 400: a limit's key, concurrency, rate or period_seconds is invalid; the message names it
 )
