@@ -116,7 +116,7 @@ func (p *pg) backendPIDs(ctx context.Context) ([]int, error) {
 }
 
 // backlog counts the jobs not finished yet: pending, retrying or leased.
-// Each count reads one partial index (jobs_due_idx, jobs_leased_idx), so it
+// Each count reads one partial index (jobs_queue_due_idx, jobs_leased_idx), so it
 // stays cheap while the table grows.
 func (p *pg) backlog(ctx context.Context) (int64, error) {
 	var n int64

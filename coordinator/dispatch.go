@@ -320,7 +320,6 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		})
 		byWorker[j.WorkerID] = out
 	}
-	t0 = time.Now()
 	t0 := time.Now()
 	err := d.queue.Deliver(ctx, byWorker)
 	d.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())

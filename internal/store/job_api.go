@@ -565,7 +565,8 @@ const MaxUnhandledNames = 100
 // JobCountDue counts the due jobs waiting for a worker (pending or
 // retrying, due now), stopping at limit: the cost is bounded by the limit,
 // not by the backlog, so it can run every second whatever the table holds.
-// It reads only jobs_due_idx.
+// It reads only jobs_queue_due_idx (every waiting job: jobs_due_idx holds
+// only those without a limit_key).
 func (s *Store) JobCountDue(ctx context.Context, limit int64) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -586,7 +587,7 @@ func (s *Store) JobCountDue(ctx context.Context, limit int64) (int64, error) {
 // and the waiting jobs no live worker handles, by name. Counting every job
 // by state reads the whole table, so it runs with sequential scans on even
 // in a pool opened with PinIndexPlans; the unhandled count, last, turns
-// them off again to read only the waiting jobs through jobs_due_idx.
+// them off again to read only the waiting jobs through jobs_queue_due_idx.
 func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}, Unhandled: map[string]int64{}}
 	for _, v := range job.States {
