@@ -531,6 +531,7 @@ func jobView(j *job.Job) wire.Job {
 		CancelRequested: j.CancelRequest,
 		Progress:        j.Progress,
 		ProgressMessage: optString(j.ProgressMessage),
+		LimitKey:        j.LimitKey,
 	}
 	if len(v.Payload) == 0 {
 		v.Payload = []byte("null")

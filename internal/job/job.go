@@ -108,6 +108,9 @@ type Job struct {
 	// reported; Progress is nil when none did.
 	Progress        *int
 	ProgressMessage string
+	// LimitKey is the key of the limit the job is under (its concurrency
+	// key, or "name:<name>"), decided when it was submitted; "" for none.
+	LimitKey string
 }
 
 // AttemptError is the error one failed attempt left behind.

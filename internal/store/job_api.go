@@ -79,7 +79,8 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 	var state string
 	if err := row.Scan(&j.ID, &j.Name, &j.Queue, &j.Priority, &j.Payload, &state, &j.Attempts, &j.MaxRetries,
 		&j.TimeoutSeconds, &j.IdempotencyKey, &j.LastError, &errs, &j.Result, &j.WorkerID, &j.LeaseToken,
-		&j.CancelRequest, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.NextRunAt, &j.Progress, &j.ProgressMessage); err != nil {
+		&j.CancelRequest, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.NextRunAt, &j.Progress, &j.ProgressMessage,
+		&j.LimitKey); err != nil {
 		return nil, interpretError(err)
 	}
 	j.State = job.State(state)

@@ -176,6 +176,12 @@ func TestNameLimitAppliesAtSubmit(t *testing.T) {
 			t.Errorf("job %d: limit_key %v, want %v", c.id, derefKey(got), derefKey(c.want))
 		}
 	}
+	if got := e.get(t, after[0]).LimitKey; got != "name:report" {
+		t.Errorf("JobGet: LimitKey %q, want name:report", got)
+	}
+	if got := e.get(t, before[0]).LimitKey; got != "" {
+		t.Errorf("JobGet of an unlimited job: LimitKey %q, want none", got)
+	}
 	ls, err := e.s.LimitList(e.ctx)
 	if err != nil || len(ls) != 1 || ls[0].Key != "name:report" || ls[0].Concurrency != 1 || ls[0].Waiting != 2 {
 		t.Fatalf("limits = %+v, %v; want name:report with 2 waiting", ls, err)

@@ -115,6 +115,10 @@ type Job struct {
 	// reported (worker.Job.Progress); null when none did.
 	Progress        *int    `json:"progress"`
 	ProgressMessage *string `json:"progress_message"`
+	// LimitKey is the key of the limit the job is under: its
+	// concurrency_key, or "name:<name>" when its name had a limit when it
+	// was submitted. Left out when it is under none.
+	LimitKey string `json:"limit_key,omitempty"`
 }
 
 // AttemptError is the error one failed attempt left behind.
