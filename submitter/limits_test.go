@@ -85,6 +85,7 @@ func TestLimitRoutesBadInput(t *testing.T) {
 		{"PUT", "/limits/k", `{"rate":5}`, wire.CodeInvalidLimit, "period_seconds: rate and period_seconds go together"},
 		{"PUT", "/limits/k", `{"concurrency":1,"period_seconds":5}`, wire.CodeInvalidLimit, "period_seconds: rate and period_seconds"},
 		{"PUT", "/limits/k", `{"rate":-2,"period_seconds":5}`, wire.CodeInvalidLimit, "rate: must be between"},
+		{"PUT", "/limits/k", `{"rate":10001,"period_seconds":5}`, wire.CodeInvalidLimit, "rate: must be between 0 (no rate limit) and 10000"},
 		{"PUT", "/limits/k", `{"rate":2,"period_seconds":86401}`, wire.CodeInvalidLimit, "period_seconds: must be between"},
 		{"PUT", "/limits/k", `{"concurrency":1.5}`, wire.CodeInvalidField, "concurrency: must be an integer"},
 		{"PUT", "/limits/k", `{"concurrency":1,"paused":true}`, wire.CodeInvalidField, "paused: unknown field"},

@@ -10,9 +10,12 @@ const (
 	// MaxLimitKeyLen bounds a limit's key and a job's concurrency_key, in
 	// characters.
 	MaxLimitKeyLen = 200
-	// MaxLimitConcurrency and MaxLimitRate bound a limit's numbers.
+	// MaxLimitConcurrency bounds a limit's concurrency. MaxLimitRate
+	// bounds its rate: each claim counts the key's starts within the
+	// period (at most rate of them), so a rate costs up to that many index
+	// entries per claim; a higher throughput takes a shorter period.
 	MaxLimitConcurrency = 1_000_000
-	MaxLimitRate        = 1_000_000
+	MaxLimitRate        = 10_000
 	// MaxLimitPeriodSeconds bounds a rate's period: one day.
 	MaxLimitPeriodSeconds = 86_400
 	// NameLimitPrefix starts the key of a limit on a job name.
