@@ -39,7 +39,7 @@ func TestLimitRoutes(t *testing.T) {
 	after := e.submit(`{"name":"report"}`)
 	e.submit(`{"name":"report","concurrency_key":"tenant-1"}`)
 	for id, want := range map[string]string{before.JobID: "", keyed.JobID: "tenant-1", after.JobID: "name:report"} {
-		if n := e.count(`SELECT count(*) FROM jobs WHERE id = $1 AND coalesce(limit_key, '') = $2`, id, want); n != 1 {
+		if n := e.count(`SELECT count(*) FROM jobs WHERE id::text = $1 AND coalesce(limit_key, '') = $2`, id, want); n != 1 {
 			t.Errorf("job %s: limit_key is not %q", id, want)
 		}
 	}
