@@ -92,7 +92,7 @@ func TestLimitRoutesBadInput(t *testing.T) {
 		{"PUT", "/limits/k", `[]`, wire.CodeInvalidJSON, "must be a JSON object"},
 		{"PUT", "/limits/" + long, `{"concurrency":1}`, wire.CodeInvalidLimit, "key: is 201 characters long"},
 		{"PUT", "/limits/a%01b", `{"concurrency":1}`, wire.CodeInvalidLimit, "key: must not contain control characters"},
-		{"PUT", "/limits/name:", `{"concurrency":1}`, wire.CodeInvalidLimit, "key: \"name:\" must be followed by a job name"},
+		{"PUT", "/limits/name:", `{"concurrency":1}`, wire.CodeInvalidLimit, "must be followed by a job name"},
 		{"PUT", "/limits/name:" + strings.Repeat("n", 129), `{"concurrency":1}`, wire.CodeInvalidLimit, "key: the job name is 129"},
 		{"DELETE", "/limits/" + long, "", wire.CodeInvalidLimit, "key: is 201 characters long"},
 	} {
