@@ -427,7 +427,7 @@ func TestLimits(t *testing.T) {
 	if got := s.ok("limits", "rm", "tenant-7"); got != "tenant-7 unlimited\n" {
 		t.Errorf("rm = %q", got)
 	}
-	if r := s.dtsctl("limits", "rm", "tenant-7"); r.code != command.ExitError || !strings.Contains(r.stderr, "not_found") {
+	if r := s.dtsctl("limits", "rm", "tenant-7"); r.code != command.ExitNotFound || !strings.Contains(r.stderr, "not_found") {
 		t.Errorf("second rm: exit %d %s", r.code, r.stderr)
 	}
 	if r := s.dtsctl("limits", "set", "k", "--rate", "5"); r.code != command.ExitError || !strings.Contains(r.stderr, "invalid_limit") {
