@@ -155,3 +155,64 @@ func TestRefusedErrors(t *testing.T) {
 		t.Errorf("FATAL: %v, must not be job.ErrRefused", err)
 	}
 }
+
+// The plain claim's lock reads jobs_due_idx in order even when its session
+// planned it before any ANALYZE (as a coordinator does on a fresh
+// install): it fetches about the rows it leases, not every due row. Before
+// migration 013 jobs_queue_due_idx had the same predicate as jobs_due_idx,
+// and such a plan could read all due rows from it and sort them (6-7 ms
+// per claim of 500 over a backlog of 10,000); jobs_due_idx's predicate now
+// says limit_key IS NULL as the lock does, which only it implies.
+func TestPlainClaimPlannedColdReadsItsIndex(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	s, err := store.Open(ctx, url, 1, false, store.PinIndexPlans())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	epoch, err := s.LeaderAcquire(ctx, "test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(n, prio int) {
+		ps := make([]store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = store.JobInsertParams{Name: "p", Priority: prio}
+		}
+		if _, err := s.JobInsert(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		insert(1000, -1)
+	}
+	insert(500, 0)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{`SET plan_cache_mode = force_generic_plan`, `SET enable_seqscan = off`, `BEGIN`} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots := make([]string, 500)
+	for i := range slots {
+		slots[i] = "w"
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM dts_claim_jobs($1, NULL, $2, $3, 60000)`, epoch, slots,
+		store.NewLeaseTokens(500)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var read int64
+	if err := conn.QueryRow(ctx, `SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`).Scan(&read); err != nil {
+		t.Fatal(err)
+	}
+	if n != 500 || read > 2000 {
+		t.Fatalf("claim of 500 over a backlog of 10,000 leased %d and fetched %d rows; want 500, about 1000", n, read)
+	}
+}
