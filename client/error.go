@@ -56,6 +56,7 @@ var (
 	ErrInvalidField      = &Error{Status: 400, Code: wire.CodeInvalidField}
 	ErrInvalidID         = &Error{Status: 400, Code: wire.CodeInvalidID}
 	ErrInvalidUnique     = &Error{Status: 400, Code: wire.CodeInvalidUnique}
+	ErrInvalidLimit      = &Error{Status: 400, Code: wire.CodeInvalidLimit}
 	ErrUnknownDependency = &Error{Status: 400, Code: wire.CodeUnknownDependency}
 	ErrUnknownJobName    = &Error{Status: 400, Code: wire.CodeUnknownJobName}
 	ErrUnauthorized      = &Error{Status: 401, Code: codeUnauthorized}

@@ -185,3 +185,47 @@ func TestSchedules(t *testing.T) {
 		t.Errorf("trigger after delete: %v, want ErrNotFound", err)
 	}
 }
+
+// TestLimits: SetLimit, Limits and DeleteLimit over the real routes; the
+// ConcurrencyKey option reaches the server (the job shows its limit_key);
+// a bad limit is ErrInvalidLimit, a missing one ErrNotFound.
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	c := s.client(client.Config{})
+	ctx := within(t, 30*time.Second)
+
+	l, err := c.SetLimit(ctx, "tenant-7", 5, 100, time.Minute)
+	if err != nil || l.Key != "tenant-7" || l.Concurrency != 5 || l.Rate != 100 || l.PeriodSeconds != 60 {
+		t.Fatalf("SetLimit = %+v, %v", l, err)
+	}
+	if _, err := c.SetLimit(ctx, client.NameLimitKey("report"), 2, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := c.Submit(ctx, "sync", nil, client.ConcurrencyKey("tenant-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := c.Submit(ctx, "report", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{keyed.JobID: "tenant-7", named.JobID: "name:report"} {
+		if j, err := c.Get(ctx, id); err != nil || j.LimitKey != want {
+			t.Errorf("job %s: %+v, %v; want limit_key %q", id, j, err, want)
+		}
+	}
+	ls, err := c.Limits(ctx)
+	if err != nil || len(ls) != 2 || ls[0].Key != "name:report" || ls[1].Key != "tenant-7" || ls[1].Waiting != 1 {
+		t.Fatalf("Limits = %+v, %v", ls, err)
+	}
+	if err := c.DeleteLimit(ctx, "tenant-7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteLimit(ctx, "tenant-7"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("second DeleteLimit: %v, want ErrNotFound", err)
+	}
+	if _, err := c.SetLimit(ctx, "k", 0, 5, 0); !errors.Is(err, client.ErrInvalidLimit) {
+		t.Errorf("a rate without a period: %v, want ErrInvalidLimit", err)
+	}
+}
