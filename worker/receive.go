@@ -157,6 +157,8 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 		select {
 		case <-slot:
 		case <-actx.Done():
+		}
+		if actx.Err() != nil { // also when both were ready at once
 			w.slots.withdraw(slot)
 			w.report(notStarted(w.cfg.ID, d, context.Cause(actx)), label)
 			return

@@ -134,12 +134,12 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	dctx, cancelDrain := context.WithDeadline(context.WithoutCancel(ctx), graceEnd)
 	defer cancelDrain()
 	w.draining.Store(true)
+	w.cancelWaiting(errShutdown) // prefetched jobs go back unrun, before a slot frees for them
 	w.log.InfoContext(dctx, "worker draining", "in_flight", w.inFlightCount(), "grace", w.cfg.ShutdownGrace)
 	finished := make(chan struct{})
 	var lastEnd time.Time // when the last attempt ended; read only once finished is closed
 	go func() { w.wg.Wait(); lastEnd = time.Now(); close(finished) }()
 	w.heartbeat(dctx, false)
-	w.cancelWaiting(errShutdown) // prefetched jobs go back unrun
 	w.releaseQueued(dctx)
 	select {
 	case <-finished:
