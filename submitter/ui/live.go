@@ -144,6 +144,9 @@ type refresher struct {
 	stopped  bool
 	leaderAt time.Time
 	rollupAt time.Time
+	// staleBefore: snapshots read before it are out of date (this process
+	// just changed what they show, invalidate).
+	staleBefore time.Time
 }
 
 // readTimeout bounds one read; it is not a viewer's to cancel, since
@@ -171,7 +174,7 @@ func (r *refresher) demand(stream bool) (ok bool) {
 		r.running = true
 		go r.run()
 	}
-	if r.last.At.IsZero() || r.now().Sub(r.last.At) >= r.interval { // stale: read now
+	if r.last.At.IsZero() || r.now().Sub(r.last.At) >= r.interval || !r.last.At.After(r.staleBefore) { // stale: read now
 		select {
 		case r.wake <- struct{}{}:
 		default:
@@ -194,18 +197,24 @@ func (r *refresher) get(ctx context.Context) (overview, error) {
 	}
 	for {
 		r.mu.Lock()
-		last, err, fresh := r.last, r.err, r.fresh
+		last, err, fresh, stale := r.last, r.err, r.fresh, r.staleBefore
 		r.mu.Unlock()
-		if !last.At.IsZero() && r.now().Sub(last.At) < 2*r.interval {
+		if !last.At.IsZero() && r.now().Sub(last.At) < 2*r.interval && last.At.After(stale) {
 			return last, nil
 		}
 		select {
 		case <-fresh:
 			r.mu.Lock()
-			last, err = r.last, r.err
+			last, err, stale = r.last, r.err, r.staleBefore
 			r.mu.Unlock()
 			if err != nil {
 				return overview{}, err
+			}
+			if !last.At.IsZero() && !last.At.After(stale) { // read before an invalidate: wait for the next
+				if !r.demand(false) {
+					return overview{}, httpx.Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "the console is shutting down")
+				}
+				continue
 			}
 		case <-ctx.Done():
 			if err != nil {
@@ -238,8 +247,9 @@ func (r *refresher) run() {
 		case <-r.wake: // a viewer found the snapshot stale, or a nudge
 			r.mu.Lock()
 			since := r.now().Sub(r.last.At)
+			invalid := !r.last.At.After(r.staleBefore)
 			r.mu.Unlock()
-			if gap := r.interval/2 - since; gap > 0 {
+			if gap := r.interval/2 - since; gap > 0 && !invalid {
 				select {
 				case <-r.stop:
 					return
@@ -329,6 +339,20 @@ func (r *refresher) nudge() {
 	if !watched {
 		return
 	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// invalidate marks the snapshot out of date because this process just
+// changed what it shows (a queue paused from the console): the next
+// page waits for a read begun after now, and the read comes at once.
+// Only admin actions call it, so it cannot multiply the reads.
+func (r *refresher) invalidate() {
+	r.mu.Lock()
+	r.staleBefore = r.now()
+	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:

@@ -369,7 +369,7 @@ type loginData struct {
 }
 
 // nextPage accepts only a place inside the console as a login's next.
-var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq|workers|scheduled|operations/[0-9]{1,19})?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
+var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq|queues|workers|scheduled|operations/[0-9]{1,19})?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
 
 func safeNext(s string) string {
 	if !nextPage.MatchString(s) {

@@ -60,7 +60,8 @@ import (
 // read the acting principal from ctx (httpx.WithPrincipal) for the audit
 // log.
 type Service interface {
-	OpsService // ops.go
+	OpsService   // ops.go
+	QueueService // queues.go
 	Stats(ctx context.Context) (wire.StatsResponse, error)
 	Leader(ctx context.Context) (id string, epoch int64, err error)
 	JobGet(ctx context.Context, id int64) (wire.Job, error)
@@ -192,7 +193,8 @@ func (c *Console) routes() http.Handler {
 		r.Get("/dlq", c.dead)
 		r.Post("/dlq/requeue", c.requeueSelected)
 		r.Post("/dlq/{id}/requeue", c.requeueOne)
-		c.opsRoutes(r) // ops.go
+		c.opsRoutes(r)   // ops.go
+		c.queueRoutes(r) // queues.go
 	})
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

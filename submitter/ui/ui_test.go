@@ -46,6 +46,9 @@ type fakeService struct {
 	canceled   []int64
 	bulk       []wire.BulkRequest
 	opCanceled []int64
+	// queues_test.go's pauses and resumes: queue name to paused
+	queueSet  map[string]bool
+	queueActs []string
 }
 
 func newFake() *fakeService {
@@ -82,10 +85,19 @@ func (f *fakeService) Leader(context.Context) (string, int64, error) {
 }
 
 func (f *fakeService) Queues(context.Context) (wire.QueueListResponse, error) {
-	return wire.QueueListResponse{Queues: []wire.QueueInfo{
+	qs := []wire.QueueInfo{
 		{Name: "reports", Paused: true, Concurrency: 4, Depth: 40, Pending: 41, OldestPendingSeconds: 612.4, CompletedPerMinute: 3},
 		{Name: hostile, Depth: 1, Running: 2},
-	}}, nil
+		{Name: "mail", Depth: 7, Pending: 7, CompletedPerMinute: 7, FailedPerMinute: 1},
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range qs {
+		if p, ok := f.queueSet[qs[i].Name]; ok {
+			qs[i].Paused = p
+		}
+	}
+	return wire.QueueListResponse{Queues: qs}, nil
 }
 
 func (f *fakeService) Rollup(context.Context, time.Time) ([]store.RollupRow, error) {
