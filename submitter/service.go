@@ -69,6 +69,19 @@ func (v service) JobGet(ctx context.Context, id int64) (wire.Job, error) {
 	return jobView(j), nil
 }
 
+// JobGetByKey returns the job holding an idempotency key (the console's
+// key: search).
+func (v service) JobGetByKey(ctx context.Context, key string) (wire.Job, error) {
+	if err := checkIdempotencyKey(key, "key"); err != nil {
+		return wire.Job{}, err
+	}
+	j, err := v.s.store.JobGetByKey(ctx, key)
+	if err != nil {
+		return wire.Job{}, v.s.storeError(storeOpGet, err)
+	}
+	return jobView(j), nil
+}
+
 // JobList returns a page of jobs, newest first. It checks p's filters
 // (errors name them as the API's query parameters: status, name, queue)
 // and bounds the page to maxListBytes.

@@ -316,6 +316,16 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 	return j, nil
 }
 
+// JobGetByKey returns the job holding idempotency key key
+// (job.ErrNotFound when none does).
+func (s *Store) JobGetByKey(ctx context.Context, key string) (*job.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, q("JobGetByKey"), key))
+	if err != nil {
+		return nil, fmt.Errorf("get job by key: %w", err)
+	}
+	return j, nil
+}
+
 // JobListParams filters a listing; zero values mean no filter.
 type JobListParams struct {
 	State  job.State

@@ -129,7 +129,8 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := jobsData{Q: q.Get("q")}
 	page := Page{Title: "Jobs", Nav: "jobs", Data: &d}
-	p, id, err := parseQuery(d.Q)
+	se, err := parseQuery(d.Q)
+	p := se.P
 	if err == nil {
 		if b := q.Get("before"); b != "" {
 			if p.Before, err = parseID(b); err != nil {
@@ -146,14 +147,25 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	if p.Before > 0 {
 		d.FirstURL = base
 	}
-	if id > 0 { // id: one job, if it also matches the other filters
-		j, err := c.svc.JobGet(r.Context(), id)
+	if se.one() { // id: or key: one job, if it also matches the other filters
+		var j wire.Job
+		if se.ID > 0 {
+			j, err = c.svc.JobGet(r.Context(), se.ID)
+		} else {
+			j, err = c.svc.JobGetByKey(r.Context(), se.Key)
+		}
+		var he *httpx.Error
 		switch {
 		case errors.Is(err, job.ErrNotFound):
+		case errors.As(err, &he) && he.Status == http.StatusBadRequest:
+			d.Error = he.Message
+			c.render(w, r, http.StatusBadRequest, "jobs", page)
+			return
 		case err != nil:
 			c.fail(w, r, err)
 			return
-		case matches(j, p.State, p.Name, p.Queue) && (p.Before == 0 || id < p.Before):
+		case se.ID > 0 && j.JobID != strconv.FormatInt(se.ID, 10):
+		case matches(j, p.State, p.Name, p.Queue) && (p.Before == 0 || jobID(j) < p.Before):
 			d.Jobs = []wire.Job{j}
 		}
 		c.render(w, r, http.StatusOK, "jobs", page)
@@ -181,6 +193,11 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		d.NextURL = base + "&before=" + *resp.NextCursor
 	}
 	c.render(w, r, http.StatusOK, "jobs", page)
+}
+
+func jobID(j wire.Job) int64 {
+	id, _ := strconv.ParseInt(j.JobID, 10, 64)
+	return id
 }
 
 func matches(j wire.Job, state job.State, name, queue string) bool {

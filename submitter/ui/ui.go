@@ -65,6 +65,8 @@ type Service interface {
 	Stats(ctx context.Context) (wire.StatsResponse, error)
 	Leader(ctx context.Context) (id string, epoch int64, err error)
 	JobGet(ctx context.Context, id int64) (wire.Job, error)
+	// JobGetByKey returns the job holding an idempotency key.
+	JobGetByKey(ctx context.Context, key string) (wire.Job, error)
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
 	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
 	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)

@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
@@ -116,6 +117,19 @@ func (f *fakeService) JobGet(_ context.Context, id int64) (wire.Job, error) {
 		return wire.Job{}, job.ErrNotFound
 	}
 	return j, nil
+}
+
+func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, error) {
+	f.calls.Add(1)
+	if key == "bad\x01" {
+		return wire.Job{}, httpx.InvalidField("key", "no control characters")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if key != hostile {
+		return wire.Job{}, job.ErrNotFound
+	}
+	return f.jobs[3], nil
 }
 
 func (f *fakeService) JobList(_ context.Context, p store.JobListParams) (wire.JobListResponse, error) {
@@ -291,6 +305,12 @@ func TestPagesRender(t *testing.T) {
 		{name: "jobs bad query", target: "/jobs?q=" + url.QueryEscape("colour:red "+hostile), token: "read", status: 400,
 			want: []string{"unknown qualifier"}},
 		{name: "jobs by id", target: "/jobs?q=id:2", token: "read", status: 200, want: []string{`data-job-id="2"`}, wantNot: []string{`data-job-id="1"`}},
+		{name: "jobs by key", target: "/jobs?q=" + url.QueryEscape("key:"+strconv.Quote(hostile)), token: "read", status: 200,
+			want: []string{`data-job-id="3"`}, wantNot: []string{`data-job-id="4"`, "hx-trigger"}},
+		{name: "jobs by key, other state", target: "/jobs?q=" + url.QueryEscape("state:failed key:"+strconv.Quote(hostile)), token: "read", status: 200,
+			wantNot: []string{`data-job-id="3"`}},
+		{name: "jobs by unknown key", target: "/jobs?q=key:nope", token: "read", status: 200, want: []string{"No jobs match."}, wantNot: []string{"data-job-id"}},
+		{name: "jobs by bad key", target: "/jobs?q=" + url.QueryEscape("key:\"bad\\x01\""), token: "read", status: 400, want: []string{"no control characters"}},
 		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
 			want: []string{`<div id="results" hx-get="./jobs?q=state%3Afailed&amp;live=1" hx-trigger="sse:jobs"`}, wantNot: []string{"<html", "<form"}},
 		{name: "jobs history restore", target: "/jobs", token: "read", status: 200,
@@ -469,6 +489,7 @@ func TestParseQuery(t *testing.T) {
 		in      string
 		want    store.JobListParams
 		id      int64
+		key     string
 		wantErr string
 	}{
 		{in: "", want: store.JobListParams{}},
@@ -476,6 +497,8 @@ func TestParseQuery(t *testing.T) {
 		{in: `status:pending name:"send email \"now\""`, want: store.JobListParams{State: job.StatePending, Name: `send email "now"`}},
 		{in: "report", want: store.JobListParams{Name: "report"}},
 		{in: "id:42 state:failed", want: store.JobListParams{State: job.StateFailed}, id: 42},
+		{in: `key:"order 7/<b>" queue:mail`, want: store.JobListParams{Queue: "mail"}, key: "order 7/<b>"},
+		{in: "key:a key:b", wantErr: "key: given twice"},
 		{in: "STATE:failed", want: store.JobListParams{State: job.StateFailed}},
 		{in: "state:dead", wantErr: "state: must be one of"},
 		{in: "id:-1", wantErr: "id: must be a job id"},
@@ -485,14 +508,14 @@ func TestParseQuery(t *testing.T) {
 		{in: "name:", wantErr: "name: no value"},
 		{in: strings.Repeat("a", maxQueryLen+1), wantErr: "longer than"},
 	} {
-		p, id, err := parseQuery(tc.in)
+		se, err := parseQuery(tc.in)
 		switch {
 		case tc.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: err %v, want %q", tc.in, err, tc.wantErr)
 			}
-		case err != nil || p != tc.want || id != tc.id:
-			t.Errorf("%q = %+v id %d err %v, want %+v id %d", tc.in, p, id, err, tc.want, tc.id)
+		case err != nil || se.P != tc.want || se.ID != tc.id || se.Key != tc.key:
+			t.Errorf("%q = %+v err %v, want %+v id %d key %q", tc.in, se, err, tc.want, tc.id, tc.key)
 		}
 	}
 }

@@ -36,6 +36,10 @@ RETURNING id, idempotency_key
 -- name: JobGet
 SELECT {{jobColumns}} FROM jobs WHERE id = $1
 
+-- name: JobGetByKey
+-- jobs_idempotency_key_idx: the console's key: search.
+SELECT {{jobColumns}} FROM jobs WHERE idempotency_key = $1
+
 -- name: JobList
 SELECT {{jobColumns}} FROM jobs
     WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
