@@ -626,6 +626,6 @@ func TestVendoredAxe(t *testing.T) {
 	}
 }
 
-func slogFor(t *testing.T) *slog.Logger {
+func slogFor(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
