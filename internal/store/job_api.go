@@ -617,9 +617,6 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 			return fmt.Errorf("count jobs: %w", err)
 		}
 		st.DeadDepth = st.ByState[job.StateFailed]
-		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
-			return fmt.Errorf("count due jobs: %w", err)
-		}
 		rows, err = tx.Query(ctx, q("StatsGetWorkers"))
 		if err != nil {
 			return fmt.Errorf("count workers: %w", err)
@@ -638,6 +635,9 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 		}
 		if _, err := tx.Exec(ctx, q("StatsGetSeqscanOff")); err != nil {
 			return err
+		}
+		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
+			return fmt.Errorf("count due jobs: %w", err)
 		}
 		rows, err = tx.Query(ctx, q("StatsGetUnhandled"), MaxUnhandledNames)
 		if err != nil {

