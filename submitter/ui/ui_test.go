@@ -38,6 +38,7 @@ type fakeService struct {
 	stats    atomic.Int64
 	calls    atomic.Int64 // every call, of every method
 	pending  atomic.Int64 // the pending count Stats reports
+	slow     atomic.Int64 // how long Stats takes, in nanoseconds
 	rollup   []store.RollupRow
 	requeued []int64
 	lists    []store.JobListParams
@@ -74,6 +75,7 @@ func newFake() *fakeService {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func (f *fakeService) Stats(context.Context) (wire.StatsResponse, error) {
+	time.Sleep(time.Duration(f.slow.Load()))
 	f.stats.Add(1)
 	f.calls.Add(1)
 	return wire.StatsResponse{Jobs: map[string]int64{"pending": 1 + f.pending.Load(), "failed": 2, "completed": 1, "leased": 0, "retrying": 0, "canceled": 0},
