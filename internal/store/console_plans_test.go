@@ -24,8 +24,8 @@ const consoleFixtureJobs = 200_000
 // scan of jobs, with each filter the Jobs page offers (state, queue, name
 // and their combinations; the first page and a later one), nor those of
 // the Dead letters, Scheduled, Queues and Workers pages, the Overview's
-// due count, a job by id or key, and the count of the all-matching
-// confirmation. (The Overview's count of jobs by state does read the
+// due count, a job by id or key, a step of a payload search, and the
+// count of the all-matching confirmation. (The Overview's count of jobs by state does read the
 // whole table: the refresher runs it, never a request; docs/benchmarks.md.)
 // Plans are made as the submitter's sessions make them: generic
 // (store.Open sets plan_cache_mode), so a partial index serves a filter
@@ -72,6 +72,10 @@ func TestConsoleListPlans(t *testing.T) {
 		plan{what: "Scheduled, later page", query: store.Q("JobListScheduled"), args: []any{ts, mid, pageLimit}},
 		plan{what: "Workers' leased jobs", query: store.Q("WorkerLeasedJobs")},
 		plan{what: "Queues", query: store.Q("QueueStatsList"), txSetup: store.Q("QueueStatsListSeqscanOff")},
+		plan{what: "Payload search, one step", query: store.Q("JobSearchPayload"),
+			args: []any{mid, "", "", pageLimit, "", mid - store.DefaultSearchSpan, "customer 42"}},
+		plan{what: "Payload search, one step with filters", query: store.Q("JobSearchPayload"),
+			args: []any{mid, "failed", "report", pageLimit, "mail", mid - store.DefaultSearchSpan, "customer 42"}},
 		plan{what: "Overview's due jobs", query: store.Q("StatsGetDue"), txSetup: store.Q("StatsGetSeqscanOff")},
 		plan{what: "Job", query: store.Q("JobGet"), args: []any{mid}},
 		plan{what: "Job by key", query: store.Q("JobGetByKey"), args: []any{fx.Key}},

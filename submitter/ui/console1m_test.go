@@ -86,6 +86,9 @@ func BenchmarkConsole1M(b *testing.B) {
 		{"job_25_attempts", "/ui/jobs/" + strconv.FormatInt(fx.ManyAttempts, 10)},
 		{"lookup_id", jobsURL("id:" + strconv.FormatInt(fx.KeyID, 10))},
 		{"lookup_key", jobsURL("key:" + fx.Key)},
+		{"payload_search_found", jobsURL(`payload:"customer 42\""`)},                     // 1 job in 977
+		{"payload_search_state_failed", jobsURL(`state:failed payload:"customer 42\""`)}, // 1 in 9,770
+		{"payload_search_nowhere", jobsURL("payload:nowhere-to-be-found")},               // reads every payload, or stops
 		{"dlq", "/ui/dlq"},
 		{"scheduled", "/ui/scheduled"},
 		{"workers", "/ui/workers"},

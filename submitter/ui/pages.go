@@ -121,6 +121,8 @@ type jobsData struct {
 	NextURL  string // older jobs; "" on the last page
 	FirstURL string // the newest page; "" when on it
 	LiveURL  string // what a live refresh re-fetches; "" when none (older pages, id:)
+	Stopped  bool   // a payload search ran out of time before the page filled
+	Search   bool   // a payload search: no all-matching actions
 }
 
 var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
@@ -172,6 +174,26 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = pageSize
+	if se.Payload != "" { // a search in steps, newest first, that stops after a time budget
+		d.Search = true
+		resp, stopped, err := c.svc.JobSearch(r.Context(), p, se.Payload)
+		var he *httpx.Error
+		if errors.As(err, &he) && he.Status == http.StatusBadRequest {
+			d.Error = he.Message
+			c.render(w, r, http.StatusBadRequest, "jobs", page)
+			return
+		}
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		d.Jobs, d.Stopped = resp.Jobs, stopped
+		if resp.NextCursor != nil {
+			d.NextURL = base + "&before=" + *resp.NextCursor
+		}
+		c.render(w, r, http.StatusOK, "jobs", page)
+		return
+	}
 	if p.Before == 0 {
 		if snap, err := c.snap.get(r.Context()); err == nil {
 			page.Live, d.LiveURL = c.liveFor(r, snap), base+"&live=1"

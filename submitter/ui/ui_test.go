@@ -134,6 +134,25 @@ func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, erro
 	return f.jobs[3], nil
 }
 
+// JobSearch finds text in the fixtures' payloads; "slow" stops at once,
+// as a search out of time does, with where to go on.
+func (f *fakeService) JobSearch(_ context.Context, p store.JobListParams, text string) (wire.JobListResponse, bool, error) {
+	f.calls.Add(1)
+	if text == "slow" {
+		c := "3"
+		return wire.JobListResponse{NextCursor: &c}, true, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out wire.JobListResponse
+	for id := int64(4); id >= 1; id-- {
+		if j := f.jobs[id]; (p.Before == 0 || id < p.Before) && matches(j, p.State, p.Name, p.Queue) && strings.Contains(string(j.Payload), text) {
+			out.Jobs = append(out.Jobs, j)
+		}
+	}
+	return out, false, nil
+}
+
 func (f *fakeService) JobList(_ context.Context, p store.JobListParams) (wire.JobListResponse, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
@@ -312,6 +331,12 @@ func TestPagesRender(t *testing.T) {
 		{name: "jobs by key, other state", target: "/jobs?q=" + url.QueryEscape("state:failed key:"+strconv.Quote(hostile)), token: "read", status: 200,
 			wantNot: []string{`data-job-id="3"`}},
 		{name: "jobs by unknown key", target: "/jobs?q=key:nope", token: "read", status: 200, want: []string{"No jobs match."}, wantNot: []string{"data-job-id"}},
+		{name: "payload search", target: "/jobs?q=" + url.QueryEscape(`payload:"\"n\":[1,2"`), token: "admin", status: 200,
+			want: []string{`data-job-id="1"`}, wantNot: []string{`data-job-id="2"`, "search-stopped", "bulk-review", "hx-trigger"}},
+		{name: "payload search stopped", target: "/jobs?q=" + url.QueryEscape("state:failed payload:slow"), token: "read", status: 200,
+			want:    []string{`id="search-stopped"`, "stopped after 2 s", `href="./jobs?q=state%3Afailed&#43;payload%3Aslow&amp;before=3"`},
+			wantNot: []string{"No jobs match", "data-job-id"}},
+		{name: "payload with id", target: "/jobs?q=" + url.QueryEscape("id:1 payload:x"), token: "read", status: 400, want: []string{"does not go with id:"}},
 		{name: "jobs by bad key", target: "/jobs?q=" + url.QueryEscape("key:\"bad\\x01\""), token: "read", status: 400, want: []string{"no control characters"}},
 		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
 			want: []string{`<div id="results" hx-get="./jobs?q=state%3Afailed&amp;live=1" hx-trigger="sse:jobs"`}, wantNot: []string{"<html", "<form"}},
@@ -492,6 +517,7 @@ func TestParseQuery(t *testing.T) {
 		want    store.JobListParams
 		id      int64
 		key     string
+		payload string
 		wantErr string
 	}{
 		{in: "", want: store.JobListParams{}},
@@ -501,6 +527,8 @@ func TestParseQuery(t *testing.T) {
 		{in: "id:42 state:failed", want: store.JobListParams{State: job.StateFailed}, id: 42},
 		{in: `key:"order 7/<b>" queue:mail`, want: store.JobListParams{Queue: "mail"}, key: "order 7/<b>"},
 		{in: "key:a key:b", wantErr: "key: given twice"},
+		{in: `payload:"a b" queue:q`, want: store.JobListParams{Queue: "q"}, payload: "a b"},
+		{in: "payload:x key:k", wantErr: "does not go with"},
 		{in: "STATE:failed", want: store.JobListParams{State: job.StateFailed}},
 		{in: "state:dead", wantErr: "state: must be one of"},
 		{in: "id:-1", wantErr: "id: must be a job id"},
@@ -516,7 +544,7 @@ func TestParseQuery(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: err %v, want %q", tc.in, err, tc.wantErr)
 			}
-		case err != nil || se.P != tc.want || se.ID != tc.id || se.Key != tc.key:
+		case err != nil || se.P != tc.want || se.ID != tc.id || se.Key != tc.key || se.Payload != tc.payload:
 			t.Errorf("%q = %+v err %v, want %+v id %d key %q", tc.in, se, err, tc.want, tc.id, tc.key)
 		}
 	}

@@ -45,6 +45,20 @@ SELECT {{jobColumns}} FROM jobs
     WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
     ORDER BY id DESC LIMIT $4
 
+-- name: JobSearchPayloadTop
+SELECT coalesce(max(id), 0) + 1 FROM jobs
+
+-- name: JobSearchPayload
+-- One step of a payload search: the jobs with ids in [$6, $1) whose
+-- payload's JSON text holds $7, newest first. The id range bounds the
+-- rows one step reads through jobs_pkey (no index serves a text search
+-- of payloads), so a search answers in steps of a few tens of
+-- milliseconds and can stop between two.
+SELECT {{jobColumns}} FROM jobs
+    WHERE id < $1 AND id >= $6 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
+        AND strpos(payload::text, $7) > 0
+    ORDER BY id DESC LIMIT $4
+
 -- name: JobCancel
 UPDATE jobs SET
     status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
