@@ -31,7 +31,7 @@ func (s search) one() bool { return s.ID > 0 || s.Key != "" }
 // values is the service's (the API's rules); id must be a job id.
 func parseQuery(s string) (se search, err error) {
 	if err = parseTerms(s, &se); err == nil && se.Payload != "" && se.one() {
-		err = errors.New("payload: searches a list; it does not go with id: or key:")
+		err = errors.New("payload: searches a list; it does not go with id or key")
 	}
 	return se, err
 }
