@@ -135,7 +135,8 @@ const maxSearchLen = 200
 // text holds text, newest first (the console's payload:). It stops after
 // ui.SearchBudget: stopped says so, and the NextCursor is where to go on.
 func (v service) JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error) {
-	if _, err := v.checkList(p); err != nil {
+	p, err = v.checkList(p)
+	if err != nil {
 		return resp, false, err
 	}
 	if msg := checkText(text, maxSearchLen); msg != "" {

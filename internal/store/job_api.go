@@ -329,7 +329,7 @@ func (s *Store) JobGetByKey(ctx context.Context, key string) (*job.Job, error) {
 // JobSearchParams is a payload search: the jobs List's filters select
 // whose payload's JSON text holds Text.
 type JobSearchParams struct {
-	List JobListParams // filters, Before and Limit (required) as JobList's
+	List JobListParams // filters, Before, Limit (required) and MaxBytes as JobList's
 	Text string
 	// Budget is how long the search may go on; at its end the search stops
 	// between two steps and says where. Required.
@@ -370,13 +370,23 @@ func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSea
 			return res, fmt.Errorf("search payloads: %w", interpretError(err))
 		}
 	}
+	size := 0 // the page's bytes as jobBytes counts them
 	for hi > 1 {
 		lo := max(hi-p.Span, 1)
 		rows, err := s.pool.Query(sctx, q("JobSearchPayload"), hi, string(p.List.State), p.List.Name,
 			p.List.Limit-len(res.Jobs), p.List.Queue, lo, p.Text)
 		var found []*job.Job
+		full := false // p.List.MaxBytes reached
 		if err == nil {
-			found, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*job.Job, error) { return scanJob(row) })
+			room := 0
+			if p.List.MaxBytes > 0 {
+				room = max(p.List.MaxBytes-size, 1)
+			}
+			found, full, err = collectPage(rows, 0, room, func(row pgx.Rows) (*job.Job, error) { return scanJob(row) },
+				func(j *job.Job) *job.Job { return j })
+			if len(res.Jobs) > 0 && len(found) > 0 && room > 0 && jobBytes(found[0]) > room {
+				found, full = nil, true // collectPage takes a page's first job whatever its size
+			}
 		}
 		if err != nil {
 			if sctx.Err() != nil && ctx.Err() == nil { // the budget, not the caller, ended it
@@ -386,6 +396,13 @@ func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSea
 			return res, fmt.Errorf("search payloads: %w", interpretError(err))
 		}
 		res.Jobs = append(res.Jobs, found...)
+		for _, j := range found {
+			size += jobBytes(j)
+		}
+		if full && len(res.Jobs) > 0 {
+			res.Next = res.Jobs[len(res.Jobs)-1].ID
+			return res, nil
+		}
 		if len(res.Jobs) >= p.List.Limit {
 			res.Next = res.Jobs[len(res.Jobs)-1].ID
 			return res, nil

@@ -52,6 +52,15 @@ func TestJobSearchPayload(t *testing.T) {
 	if res = search(store.JobSearchParams{List: store.JobListParams{Limit: 50}, Text: "nothing like it"}); len(res.Jobs) != 0 || res.Next != 0 {
 		t.Errorf("no match: %+v", res)
 	}
+	// A page is cut at MaxBytes, after its first job at least.
+	res = search(store.JobSearchParams{List: store.JobListParams{Limit: 4, MaxBytes: 1}, Text: "needle", Span: 4})
+	if got := ids(res.Jobs); len(got) != 1 || got[0] != 18 || res.Next != 18 {
+		t.Errorf("MaxBytes 1: %v next %d, want [18] next 18", got, res.Next)
+	}
+	res = search(store.JobSearchParams{List: store.JobListParams{Limit: 4, MaxBytes: 1}, Text: "needle", Span: 100})
+	if got := ids(res.Jobs); len(got) != 1 || got[0] != 18 || res.Next != 18 {
+		t.Errorf("MaxBytes 1, one step: %v next %d, want [18] next 18", got, res.Next)
+	}
 	res = search(store.JobSearchParams{List: store.JobListParams{Limit: 50}, Text: "needle", Budget: time.Nanosecond})
 	if !res.Stopped || res.Next != 21 || len(res.Jobs) != 0 {
 		t.Errorf("no budget: %v next %d stopped %v, want stopped at 21", ids(res.Jobs), res.Next, res.Stopped)
