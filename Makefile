@@ -76,7 +76,7 @@ fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 30000x exe
 	done
 
 screenshots: ## Retake the console's screenshots (docs/ui/*.png) with the browser test
-	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestBrowser$$' ./submitter/ui
+	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestBrowser(Ops)?$$' ./submitter/ui
 
 test-short: ## Run the tests in -short mode, without -race (quick feedback)
 	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work

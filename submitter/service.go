@@ -8,6 +8,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
+	"github.com/dtsched/dts/submitter/ui"
 )
 
 // service is what the JSON handlers and the console (package ui) both
@@ -69,22 +70,49 @@ func (v service) JobGet(ctx context.Context, id int64) (wire.Job, error) {
 	return jobView(j), nil
 }
 
+// JobGetByKey returns the job holding an idempotency key (the console's
+// key: search).
+func (v service) JobGetByKey(ctx context.Context, key string) (wire.Job, error) {
+	if err := checkIdempotencyKey(key, "key"); err != nil {
+		return wire.Job{}, err
+	}
+	j, err := v.s.store.JobGetByKey(ctx, key)
+	if err != nil {
+		return wire.Job{}, v.s.storeError(storeOpGet, err)
+	}
+	return jobView(j), nil
+}
+
 // JobList returns a page of jobs, newest first. It checks p's filters
 // (errors name them as the API's query parameters: status, name, queue)
 // and bounds the page to maxListBytes.
 func (v service) JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error) {
+	p, err := v.checkList(p)
+	if err != nil {
+		return wire.JobListResponse{}, err
+	}
+	return v.jobList(ctx, p)
+}
+
+// checkList checks a listing's filters and bounds its bytes.
+func (v service) checkList(p store.JobListParams) (store.JobListParams, error) {
 	if p.State != "" && !p.State.Valid() {
-		return wire.JobListResponse{}, httpx.InvalidField("status", "must be one of %s", statesList())
+		return p, httpx.InvalidField("status", "must be one of %s", statesList())
 	}
 	if p.Name != "" {
 		if msg := checkText(p.Name, maxNameLen); msg != "" {
-			return wire.JobListResponse{}, httpx.InvalidField("name", "%s", msg)
+			return p, httpx.InvalidField("name", "%s", msg)
 		}
 	}
 	if p.Queue != "" && !validQueue(p.Queue) {
-		return wire.JobListResponse{}, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
+		return p, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
 	}
 	p.MaxBytes = maxListBytes
+	return p, nil
+}
+
+// jobList runs a checked listing.
+func (v service) jobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error) {
 	jobs, next, err := v.s.store.JobList(ctx, p)
 	if err != nil {
 		return wire.JobListResponse{}, v.s.storeError(storeOpList, err)
@@ -98,6 +126,35 @@ func (v service) JobList(ctx context.Context, p store.JobListParams) (wire.JobLi
 		resp.NextCursor = &c
 	}
 	return resp, nil
+}
+
+// maxSearchLen bounds the text a payload search looks for.
+const maxSearchLen = 200
+
+// JobSearch returns a page of the jobs p selects whose payload's JSON
+// text holds text, newest first (the console's payload:). It stops after
+// ui.SearchBudget: stopped says so, and the NextCursor is where to go on.
+func (v service) JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error) {
+	p, err = v.checkList(p)
+	if err != nil {
+		return resp, false, err
+	}
+	if msg := checkText(text, maxSearchLen); msg != "" {
+		return resp, false, httpx.InvalidField("payload", "%s", msg)
+	}
+	res, err := v.s.store.JobSearchPayload(ctx, store.JobSearchParams{List: p, Text: text, Budget: ui.SearchBudget})
+	if err != nil {
+		return resp, false, v.s.storeError(storeOpList, err)
+	}
+	resp.Jobs = make([]wire.Job, len(res.Jobs))
+	for i, j := range res.Jobs {
+		resp.Jobs[i] = jobView(j)
+	}
+	if res.Next > 0 {
+		c := formatID(res.Next)
+		resp.NextCursor = &c
+	}
+	return resp, res.Stopped, nil
 }
 
 // DeadList returns a page of the DLQ, the most recently failed first,

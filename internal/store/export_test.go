@@ -11,3 +11,7 @@ var InterpretError = interpretError
 
 // MigrateFS is Migrate with the migrations read from fsys.
 var MigrateFS = migrate
+
+// Q exposes q to the external tests, which EXPLAIN the store's statements
+// (console_plans_test.go).
+var Q = q

@@ -326,6 +326,106 @@ func (s *Store) JobGet(ctx context.Context, id int64) (*job.Job, error) {
 	return j, nil
 }
 
+// JobGetByKey returns the job holding idempotency key key
+// (job.ErrNotFound when none does).
+func (s *Store) JobGetByKey(ctx context.Context, key string) (*job.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, q("JobGetByKey"), key))
+	if err != nil {
+		return nil, fmt.Errorf("get job by key: %w", err)
+	}
+	return j, nil
+}
+
+// JobSearchParams is a payload search: the jobs List's filters select
+// whose payload's JSON text holds Text.
+type JobSearchParams struct {
+	List JobListParams // filters, Before, Limit (required) and MaxBytes as JobList's
+	Text string
+	// Budget is how long the search may go on; at its end the search stops
+	// between two steps and says where. Required.
+	Budget time.Duration
+	// Span is how many ids one step covers; 0 or less: DefaultSearchSpan.
+	Span int64
+}
+
+// DefaultSearchSpan is JobSearchParams.Span's default: a step reads at
+// most this many rows (about 30 ms on a million jobs).
+const DefaultSearchSpan = 50_000
+
+// JobSearchResult is a page of a payload search.
+type JobSearchResult struct {
+	Jobs []*job.Job
+	// Next is the Before of the next page (0: the search reached the
+	// oldest job). Stopped: the budget ran out before the page filled;
+	// the jobs below Next are not searched yet.
+	Next    int64
+	Stopped bool
+}
+
+// JobSearchPayload searches the payloads of the jobs p.List selects,
+// newest first, a step of p.Span ids at a time until p.List.Limit jobs
+// are found, the oldest job is reached or p.Budget runs out.
+func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSearchResult, error) {
+	if p.Span <= 0 {
+		p.Span = DefaultSearchSpan
+	}
+	sctx, cancel := context.WithTimeout(ctx, p.Budget)
+	defer cancel()
+	var res JobSearchResult
+	hi := p.List.Before
+	if hi <= 0 {
+		// The newest id, from jobs_pkey: outside the budget, so that a
+		// search stopped at once still says where to go on.
+		if err := s.pool.QueryRow(ctx, q("JobSearchPayloadTop")).Scan(&hi); err != nil {
+			return res, fmt.Errorf("search payloads: %w", interpretError(err))
+		}
+	}
+	size := 0 // the page's bytes as jobBytes counts them
+	for hi > 1 {
+		lo := max(hi-p.Span, 1)
+		rows, err := s.pool.Query(sctx, q("JobSearchPayload"), hi, string(p.List.State), p.List.Name,
+			p.List.Limit-len(res.Jobs), p.List.Queue, lo, p.Text)
+		var found []*job.Job
+		full := false // p.List.MaxBytes reached
+		if err == nil {
+			room := 0
+			if p.List.MaxBytes > 0 {
+				room = max(p.List.MaxBytes-size, 1)
+			}
+			found, full, err = collectPage(rows, 0, room, func(row pgx.Rows) (*job.Job, error) { return scanJob(row) },
+				func(j *job.Job) *job.Job { return j })
+			if len(res.Jobs) > 0 && len(found) > 0 && room > 0 && jobBytes(found[0]) > room {
+				found, full = nil, true // collectPage takes a page's first job whatever its size
+			}
+		}
+		if err != nil {
+			if sctx.Err() != nil && ctx.Err() == nil { // the budget, not the caller, ended it
+				res.Next, res.Stopped = hi, true
+				return res, nil
+			}
+			return res, fmt.Errorf("search payloads: %w", interpretError(err))
+		}
+		res.Jobs = append(res.Jobs, found...)
+		for _, j := range found {
+			size += jobBytes(j)
+		}
+		if full && len(res.Jobs) > 0 {
+			res.Next = res.Jobs[len(res.Jobs)-1].ID
+			return res, nil
+		}
+		if len(res.Jobs) >= p.List.Limit {
+			res.Next = res.Jobs[len(res.Jobs)-1].ID
+			return res, nil
+		}
+		hi = lo
+		if hi > 1 && sctx.Err() != nil {
+			res.Next, res.Stopped = hi, true
+			return res, nil
+		}
+	}
+	return res, nil
+}
+
 // JobListParams filters a listing; zero values mean no filter.
 type JobListParams struct {
 	State  job.State
@@ -618,9 +718,6 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 			return fmt.Errorf("count jobs: %w", err)
 		}
 		st.DeadDepth = st.ByState[job.StateFailed]
-		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
-			return fmt.Errorf("count due jobs: %w", err)
-		}
 		rows, err = tx.Query(ctx, q("StatsGetWorkers"))
 		if err != nil {
 			return fmt.Errorf("count workers: %w", err)
@@ -639,6 +736,9 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 		}
 		if _, err := tx.Exec(ctx, q("StatsGetSeqscanOff")); err != nil {
 			return err
+		}
+		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
+			return fmt.Errorf("count due jobs: %w", err)
 		}
 		rows, err = tx.Query(ctx, q("StatsGetUnhandled"), MaxUnhandledNames)
 		if err != nil {

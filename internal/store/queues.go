@@ -94,11 +94,12 @@ func (s *Store) QueueSetConcurrency(ctx context.Context, name string, n int) (Qu
 // QueueStatsList counts each queue's jobs (see QueueStats) and adds its
 // settings: every queue with jobs waiting, running or finished in the last
 // minute, and every queue with a row. It reads the waiting, running and
-// recently finished jobs, so it runs with sequential scans allowed.
+// recently finished jobs through their partial indexes, with sequential
+// scans off: on a table of finished jobs a scan read them all.
 func (s *Store) QueueStatsList(ctx context.Context) ([]QueueStats, error) {
 	var out []QueueStats
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, q("QueueStatsListSeqscanOn")); err != nil {
+		if _, err := tx.Exec(ctx, q("QueueStatsListSeqscanOff")); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, q("QueueStatsList"))

@@ -140,6 +140,7 @@ func TestBrowserOps(t *testing.T) {
 		t.Errorf("%d Drain buttons, want 2", n)
 	}
 	b.shot(t, shots, "workers")
+	b.axe(t, "workers")
 	b.do(t, "drain", chromedp.Click(chromedp.CSS(`tr[data-worker-id="w-drain"] button.drain`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
 	if msg := text(t, b, `.flash`); !strings.HasPrefix(msg, "Drain requested") {
 		t.Errorf("after drain: %q", msg)
@@ -180,6 +181,7 @@ func TestBrowserOps(t *testing.T) {
 		t.Errorf("the schedule's name shows as %q", got)
 	}
 	b.shot(t, shots, "scheduled")
+	b.axe(t, "scheduled")
 	if err := call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +202,7 @@ func TestBrowserOps(t *testing.T) {
 		t.Errorf("the confirmation shows %s jobs, want %d", n, dead)
 	}
 	b.shot(t, shots, "bulk")
+	b.axe(t, "bulk confirmation")
 	b.do(t, "confirm", chromedp.Click(chromedp.CSS(`#bulk-confirm`)), chromedp.WaitVisible(chromedp.CSS(`#op-progress`)))
 	// The page shows the operation under way; htmx refreshes it until it ends.
 	if st, v := text(t, b, `#op-state`), get(t, b, "progress", chromedp.Evaluate[float64](`document.querySelector("#op-progress").value`)); st != "running" || v >= 100 {
@@ -207,6 +210,7 @@ func TestBrowserOps(t *testing.T) {
 	}
 	b.waitJS(t, "the operation ends", `document.querySelector("#operation").dataset.state === "done"`)
 	b.shot(t, shots, "operation")
+	b.axe(t, "operation")
 	all := strconv.Itoa(dead)
 	for sel, want := range map[string]string{`#op-matched`: all, `#op-processed`: all, `#op-affected`: all, `#op-state`: "done"} {
 		if got := text(t, b, sel); got != want {

@@ -304,3 +304,41 @@ func TestLiveNudge(t *testing.T) {
 		t.Errorf("%d store calls in %s of nudges, want at most %d (two per interval)", calls, elapsed, limit)
 	}
 }
+
+// TestLiveSlowReads: when the counts take long to read (a large table),
+// the refresher spaces its reads to readShare times their duration, for
+// open streams and for pages asking again and again alike, so it keeps
+// PostgreSQL busy a bounded share of the time.
+func TestLiveSlowReads(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	const took = 150 * time.Millisecond // with an interval of 50 ms: reads every 750 ms, not 200
+	f.slow.Store(int64(took))
+	c, err := New(f, Config{StatsInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	t.Cleanup(c.Close)
+	s := stream(t, srv, "every=1")
+	batch(t, s, 5*time.Second)
+	start, before := time.Now(), f.stats.Load()
+	for time.Since(start) < 3*time.Second { // a page every 20 ms
+		if w := serve(c, "GET", "/", "", nil); w.Code != http.StatusOK {
+			t.Fatalf("overview: %d", w.Code)
+		}
+		select {
+		case <-s:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	reads := f.stats.Load() - before
+	if limit := int64(elapsed/(readShare*took)) + 2; reads > limit {
+		t.Errorf("%d reads of %s each in %s, want at most %d (one per %s)", reads, took, elapsed.Round(time.Millisecond), limit, readShare*took)
+	}
+	if reads < 2 {
+		t.Errorf("%d reads in %s: the refresher stopped", reads, elapsed)
+	}
+}

@@ -246,13 +246,17 @@ func bulkRequest(v url.Values) (wire.BulkRequest, bulkData, error) {
 		return wire.BulkRequest{}, d, httpx.InvalidField("action", "must be requeue, cancel or delete")
 	}
 	d.Verb = verb
-	p, id, err := parseQuery(d.Q)
+	se, err := parseQuery(d.Q)
 	if err != nil {
 		return wire.BulkRequest{}, d, httpx.InvalidField("q", "%s", err.Error())
 	}
-	if id > 0 {
-		return wire.BulkRequest{}, d, httpx.InvalidField("q", "id: acts on one job; use the job's page")
+	if se.one() {
+		return wire.BulkRequest{}, d, httpx.InvalidField("q", "id: and key: act on one job; use the job's page")
 	}
+	if se.Payload != "" {
+		return wire.BulkRequest{}, d, httpx.InvalidField("q", "payload: cannot choose the jobs of an action")
+	}
+	p := se.P
 	return wire.BulkRequest{Action: d.Action, Status: string(p.State), Name: p.Name, Queue: p.Queue}, d, nil
 }
 

@@ -121,6 +121,8 @@ type jobsData struct {
 	NextURL  string // older jobs; "" on the last page
 	FirstURL string // the newest page; "" when on it
 	LiveURL  string // what a live refresh re-fetches; "" when none (older pages, id:)
+	Stopped  bool   // a payload search ran out of time before the page filled
+	Search   bool   // a payload search: no all-matching actions
 }
 
 var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
@@ -129,7 +131,8 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := jobsData{Q: q.Get("q")}
 	page := Page{Title: "Jobs", Nav: "jobs", Data: &d}
-	p, id, err := parseQuery(d.Q)
+	se, err := parseQuery(d.Q)
+	p := se.P
 	if err == nil {
 		if b := q.Get("before"); b != "" {
 			if p.Before, err = parseID(b); err != nil {
@@ -146,20 +149,51 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	if p.Before > 0 {
 		d.FirstURL = base
 	}
-	if id > 0 { // id: one job, if it also matches the other filters
-		j, err := c.svc.JobGet(r.Context(), id)
+	if se.one() { // id: or key: one job, if it also matches the other filters
+		var j wire.Job
+		if se.ID > 0 {
+			j, err = c.svc.JobGet(r.Context(), se.ID)
+		} else {
+			j, err = c.svc.JobGetByKey(r.Context(), se.Key)
+		}
+		var he *httpx.Error
 		switch {
 		case errors.Is(err, job.ErrNotFound):
+		case errors.As(err, &he) && he.Status == http.StatusBadRequest:
+			d.Error = he.Message
+			c.render(w, r, http.StatusBadRequest, "jobs", page)
+			return
 		case err != nil:
 			c.fail(w, r, err)
 			return
-		case matches(j, p.State, p.Name, p.Queue) && (p.Before == 0 || id < p.Before):
+		case se.ID > 0 && j.JobID != strconv.FormatInt(se.ID, 10):
+		case matches(j, p.State, p.Name, p.Queue) && (p.Before == 0 || jobID(j) < p.Before):
 			d.Jobs = []wire.Job{j}
 		}
 		c.render(w, r, http.StatusOK, "jobs", page)
 		return
 	}
 	p.Limit = pageSize
+	if se.Payload != "" { // a search in steps, newest first, that stops after a time budget
+		d.Search = true
+		resp, stopped, err := c.svc.JobSearch(r.Context(), p, se.Payload)
+		var he *httpx.Error
+		if errors.As(err, &he) && he.Status == http.StatusBadRequest {
+			d.Error = he.Message
+			c.render(w, r, http.StatusBadRequest, "jobs", page)
+			return
+		}
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		d.Jobs, d.Stopped = resp.Jobs, stopped
+		if resp.NextCursor != nil {
+			d.NextURL = base + "&before=" + *resp.NextCursor
+		}
+		c.render(w, r, http.StatusOK, "jobs", page)
+		return
+	}
 	if p.Before == 0 {
 		if snap, err := c.snap.get(r.Context()); err == nil {
 			page.Live, d.LiveURL = c.liveFor(r, snap), base+"&live=1"
@@ -181,6 +215,11 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		d.NextURL = base + "&before=" + *resp.NextCursor
 	}
 	c.render(w, r, http.StatusOK, "jobs", page)
+}
+
+func jobID(j wire.Job) int64 {
+	id, _ := strconv.ParseInt(j.JobID, 10, 64)
+	return id
 }
 
 func matches(j wire.Job, state job.State, name, queue string) bool {
@@ -369,7 +408,7 @@ type loginData struct {
 }
 
 // nextPage accepts only a place inside the console as a login's next.
-var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq|workers|scheduled|operations/[0-9]{1,19})?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
+var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq|queues|workers|scheduled|operations/[0-9]{1,19})?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
 
 func safeNext(s string) string {
 	if !nextPage.MatchString(s) {

@@ -11,14 +11,35 @@ import (
 	"github.com/dtsched/dts/internal/store"
 )
 
+// search is what the Jobs search box asks for: a list (P), or one job by
+// id or by idempotency key, which must also match P's filters; Payload,
+// when set, keeps the listed jobs whose payload holds it.
+type search struct {
+	P       store.JobListParams
+	ID      int64
+	Key     string
+	Payload string
+}
+
+// one says whether the search looks up one job (id: or key:).
+func (s search) one() bool { return s.ID > 0 || s.Key != "" }
+
 // parseQuery reads the Jobs search box: space-separated qualifiers
-// state: (or status:), name:, queue: and id:, each at most once; a value
-// with spaces is written in double quotes (name:"send email"). A word
-// without a qualifier is a name. Checking the values is the service's
-// (the API's rules); id must be a job id.
-func parseQuery(s string) (p store.JobListParams, id int64, err error) {
+// state: (or status:), name:, queue:, id:, key: (an idempotency key) and
+// payload: (text the payload's JSON holds), each at most once; a value with spaces is written in double quotes
+// (name:"send email"). A word without a qualifier is a name. Checking the
+// values is the service's (the API's rules); id must be a job id.
+func parseQuery(s string) (se search, err error) {
+	if err = parseTerms(s, &se); err == nil && se.Payload != "" && se.one() {
+		err = errors.New("payload: searches a list; it does not go with id or key")
+	}
+	return se, err
+}
+
+func parseTerms(s string, se *search) (err error) {
+	p := &se.P
 	if len(s) > maxQueryLen {
-		return p, 0, fmt.Errorf("the search is longer than %d bytes", maxQueryLen)
+		return fmt.Errorf("the search is longer than %d bytes", maxQueryLen)
 	}
 	seen := map[string]bool{}
 	rest := strings.TrimSpace(s)
@@ -26,34 +47,38 @@ func parseQuery(s string) (p store.JobListParams, id int64, err error) {
 		var key, val string
 		key, val, rest, err = nextTerm(rest)
 		if err != nil {
-			return p, 0, err
+			return err
 		}
 		if key == "status" {
 			key = "state"
 		}
 		if seen[key] {
-			return p, 0, fmt.Errorf("%s: given twice", key)
+			return fmt.Errorf("%s: given twice", key)
 		}
 		seen[key] = true
 		switch key {
 		case "state":
 			p.State = job.State(val)
 			if !p.State.Valid() {
-				return p, 0, fmt.Errorf("state: must be one of %s", states())
+				return fmt.Errorf("state: must be one of %s", states())
 			}
 		case "name":
 			p.Name = val
 		case "queue":
 			p.Queue = val
 		case "id":
-			if id, err = parseID(val); err != nil {
-				return p, 0, errors.New("id: must be a job id (digits)")
+			if se.ID, err = parseID(val); err != nil {
+				return errors.New("id: must be a job id (digits)")
 			}
+		case "key":
+			se.Key = val
+		case "payload":
+			se.Payload = val
 		default:
-			return p, 0, fmt.Errorf("unknown qualifier %q (use state, name, queue or id)", truncate(key, 40))
+			return fmt.Errorf("unknown qualifier %q (use state, name, queue, id, key or payload)", truncate(key, 40))
 		}
 	}
-	return p, id, nil
+	return nil
 }
 
 // nextTerm splits the first term off s (trimmed on the left): its

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"html/template"
 	"slices"
+	"strconv"
 	"time"
 )
 
 // pageNames are the templates/<name>.html files, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"overview", "jobs", "job", "dlq", "login", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dlq", "queues", "login", "error"}
 
 var funcs = template.FuncMap{
 	"short": truncate,
@@ -37,10 +38,11 @@ var funcs = template.FuncMap{
 		}
 		return *s
 	},
-	"quoteq":   func(key, val string) string { return key + ":" + fmt.Sprintf("%q", val) },
-	"htmxFile": func() string { return HTMXFile },
-	"sseFile":  func() string { return HTMXSSEFile },
-	"has":      func(list []string, s string) bool { return slices.Contains(list, s) },
+	"quoteq":       func(key, val string) string { return key + ":" + fmt.Sprintf("%q", val) },
+	"htmxFile":     func() string { return HTMXFile },
+	"searchBudget": func() string { return strconv.FormatFloat(SearchBudget.Seconds(), 'f', -1, 64) + " s" },
+	"sseFile":      func() string { return HTMXSSEFile },
+	"has":          func(list []string, s string) bool { return slices.Contains(list, s) },
 	"dict": func(kv ...any) map[string]any {
 		m := make(map[string]any, len(kv)/2)
 		for i := 0; i+1 < len(kv); i += 2 {

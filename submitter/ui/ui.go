@@ -60,10 +60,17 @@ import (
 // read the acting principal from ctx (httpx.WithPrincipal) for the audit
 // log.
 type Service interface {
-	OpsService // ops.go
+	OpsService   // ops.go
+	QueueService // queues.go
 	Stats(ctx context.Context) (wire.StatsResponse, error)
 	Leader(ctx context.Context) (id string, epoch int64, err error)
 	JobGet(ctx context.Context, id int64) (wire.Job, error)
+	// JobGetByKey returns the job holding an idempotency key.
+	JobGetByKey(ctx context.Context, key string) (wire.Job, error)
+	// JobSearch returns a page of the jobs p selects whose payload holds
+	// text; after a time budget it stops, says so (stopped) and gives
+	// where to go on (NextCursor).
+	JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error)
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
 	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
 	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)
@@ -105,6 +112,10 @@ const (
 	HTMXSSEVersion = "2.2.4"
 	HTMXSSEFile    = "htmx-ext-sse-" + HTMXSSEVersion + ".min.js"
 )
+
+// SearchBudget is how long a payload search (payload: on the Jobs page)
+// may go on: the service given to New stops it then and says so.
+const SearchBudget = 2 * time.Second
 
 // cookieName holds the token of a logged-in user.
 const cookieName = "dts_console"
@@ -192,7 +203,8 @@ func (c *Console) routes() http.Handler {
 		r.Get("/dlq", c.dead)
 		r.Post("/dlq/requeue", c.requeueSelected)
 		r.Post("/dlq/{id}/requeue", c.requeueOne)
-		c.opsRoutes(r) // ops.go
+		c.opsRoutes(r)   // ops.go
+		c.queueRoutes(r) // queues.go
 	})
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
@@ -37,6 +38,7 @@ type fakeService struct {
 	stats    atomic.Int64
 	calls    atomic.Int64 // every call, of every method
 	pending  atomic.Int64 // the pending count Stats reports
+	slow     atomic.Int64 // how long Stats takes, in nanoseconds
 	rollup   []store.RollupRow
 	requeued []int64
 	lists    []store.JobListParams
@@ -46,6 +48,9 @@ type fakeService struct {
 	canceled   []int64
 	bulk       []wire.BulkRequest
 	opCanceled []int64
+	// queues_test.go's pauses and resumes: queue name to paused
+	queueSet  map[string]bool
+	queueActs []string
 }
 
 func newFake() *fakeService {
@@ -70,6 +75,7 @@ func newFake() *fakeService {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func (f *fakeService) Stats(context.Context) (wire.StatsResponse, error) {
+	time.Sleep(time.Duration(f.slow.Load()))
 	f.stats.Add(1)
 	f.calls.Add(1)
 	return wire.StatsResponse{Jobs: map[string]int64{"pending": 1 + f.pending.Load(), "failed": 2, "completed": 1, "leased": 0, "retrying": 0, "canceled": 0},
@@ -83,10 +89,19 @@ func (f *fakeService) Leader(context.Context) (string, int64, error) {
 }
 
 func (f *fakeService) Queues(context.Context) (wire.QueueListResponse, error) {
-	return wire.QueueListResponse{Queues: []wire.QueueInfo{
+	qs := []wire.QueueInfo{
 		{Name: "reports", Paused: true, Concurrency: 4, Depth: 40, Pending: 41, OldestPendingSeconds: 612.4, CompletedPerMinute: 3},
 		{Name: hostile, Depth: 1, Running: 2},
-	}}, nil
+		{Name: "mail", Depth: 7, Pending: 7, CompletedPerMinute: 7, FailedPerMinute: 1},
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range qs {
+		if p, ok := f.queueSet[qs[i].Name]; ok {
+			qs[i].Paused = p
+		}
+	}
+	return wire.QueueListResponse{Queues: qs}, nil
 }
 
 func (f *fakeService) Rollup(context.Context, time.Time) ([]store.RollupRow, error) {
@@ -105,6 +120,38 @@ func (f *fakeService) JobGet(_ context.Context, id int64) (wire.Job, error) {
 		return wire.Job{}, job.ErrNotFound
 	}
 	return j, nil
+}
+
+func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, error) {
+	f.calls.Add(1)
+	if key == "bad\x01" {
+		return wire.Job{}, httpx.InvalidField("key", "no control characters")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if key != hostile {
+		return wire.Job{}, job.ErrNotFound
+	}
+	return f.jobs[3], nil
+}
+
+// JobSearch finds text in the fixtures' payloads; "slow" stops at once,
+// as a search out of time does, with where to go on.
+func (f *fakeService) JobSearch(_ context.Context, p store.JobListParams, text string) (wire.JobListResponse, bool, error) {
+	f.calls.Add(1)
+	if text == "slow" {
+		c := "3"
+		return wire.JobListResponse{NextCursor: &c}, true, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out wire.JobListResponse
+	for id := int64(4); id >= 1; id-- {
+		if j := f.jobs[id]; (p.Before == 0 || id < p.Before) && matches(j, p.State, p.Name, p.Queue) && strings.Contains(string(j.Payload), text) {
+			out.Jobs = append(out.Jobs, j)
+		}
+	}
+	return out, false, nil
 }
 
 func (f *fakeService) JobList(_ context.Context, p store.JobListParams) (wire.JobListResponse, error) {
@@ -282,6 +329,18 @@ func TestPagesRender(t *testing.T) {
 		{name: "jobs bad query", target: "/jobs?q=" + url.QueryEscape("colour:red "+hostile), token: "read", status: 400,
 			want: []string{"unknown qualifier"}},
 		{name: "jobs by id", target: "/jobs?q=id:2", token: "read", status: 200, want: []string{`data-job-id="2"`}, wantNot: []string{`data-job-id="1"`}},
+		{name: "jobs by key", target: "/jobs?q=" + url.QueryEscape("key:"+strconv.Quote(hostile)), token: "read", status: 200,
+			want: []string{`data-job-id="3"`}, wantNot: []string{`data-job-id="4"`, "hx-trigger"}},
+		{name: "jobs by key, other state", target: "/jobs?q=" + url.QueryEscape("state:failed key:"+strconv.Quote(hostile)), token: "read", status: 200,
+			wantNot: []string{`data-job-id="3"`}},
+		{name: "jobs by unknown key", target: "/jobs?q=key:nope", token: "read", status: 200, want: []string{"No jobs match."}, wantNot: []string{"data-job-id"}},
+		{name: "payload search", target: "/jobs?q=" + url.QueryEscape(`payload:"\"n\":[1,2"`), token: "admin", status: 200,
+			want: []string{`data-job-id="1"`}, wantNot: []string{`data-job-id="2"`, "search-stopped", "bulk-review", "hx-trigger"}},
+		{name: "payload search stopped", target: "/jobs?q=" + url.QueryEscape("state:failed payload:slow"), token: "read", status: 200,
+			want:    []string{`id="search-stopped"`, "stopped after 2 s", `href="./jobs?q=state%3Afailed&#43;payload%3Aslow&amp;before=3"`},
+			wantNot: []string{"No jobs match", "data-job-id"}},
+		{name: "payload with id", target: "/jobs?q=" + url.QueryEscape("id:1 payload:x"), token: "read", status: 400, want: []string{"does not go with id or key"}},
+		{name: "jobs by bad key", target: "/jobs?q=" + url.QueryEscape("key:\"bad\\x01\""), token: "read", status: 400, want: []string{"no control characters"}},
 		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
 			want: []string{`<div id="results" hx-get="./jobs?q=state%3Afailed&amp;live=1" hx-trigger="sse:jobs"`}, wantNot: []string{"<html", "<form"}},
 		{name: "jobs history restore", target: "/jobs", token: "read", status: 200,
@@ -460,6 +519,8 @@ func TestParseQuery(t *testing.T) {
 		in      string
 		want    store.JobListParams
 		id      int64
+		key     string
+		payload string
 		wantErr string
 	}{
 		{in: "", want: store.JobListParams{}},
@@ -467,6 +528,10 @@ func TestParseQuery(t *testing.T) {
 		{in: `status:pending name:"send email \"now\""`, want: store.JobListParams{State: job.StatePending, Name: `send email "now"`}},
 		{in: "report", want: store.JobListParams{Name: "report"}},
 		{in: "id:42 state:failed", want: store.JobListParams{State: job.StateFailed}, id: 42},
+		{in: `key:"order 7/<b>" queue:mail`, want: store.JobListParams{Queue: "mail"}, key: "order 7/<b>"},
+		{in: "key:a key:b", wantErr: "key: given twice"},
+		{in: `payload:"a b" queue:q`, want: store.JobListParams{Queue: "q"}, payload: "a b"},
+		{in: "payload:x key:k", wantErr: "does not go with"},
 		{in: "STATE:failed", want: store.JobListParams{State: job.StateFailed}},
 		{in: "state:dead", wantErr: "state: must be one of"},
 		{in: "id:-1", wantErr: "id: must be a job id"},
@@ -476,14 +541,14 @@ func TestParseQuery(t *testing.T) {
 		{in: "name:", wantErr: "name: no value"},
 		{in: strings.Repeat("a", maxQueryLen+1), wantErr: "longer than"},
 	} {
-		p, id, err := parseQuery(tc.in)
+		se, err := parseQuery(tc.in)
 		switch {
 		case tc.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: err %v, want %q", tc.in, err, tc.wantErr)
 			}
-		case err != nil || p != tc.want || id != tc.id:
-			t.Errorf("%q = %+v id %d err %v, want %+v id %d", tc.in, p, id, err, tc.want, tc.id)
+		case err != nil || se.P != tc.want || se.ID != tc.id || se.Key != tc.key || se.Payload != tc.payload:
+			t.Errorf("%q = %+v err %v, want %+v id %d key %q", tc.in, se, err, tc.want, tc.id, tc.key)
 		}
 	}
 }

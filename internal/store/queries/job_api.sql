@@ -44,9 +44,27 @@ RETURNING id, idempotency_key
 -- name: JobGet
 SELECT {{jobColumns}} FROM jobs WHERE id = $1
 
+-- name: JobGetByKey
+-- jobs_idempotency_key_idx: the console's key: search.
+SELECT {{jobColumns}} FROM jobs WHERE idempotency_key = $1
+
 -- name: JobList
 SELECT {{jobColumns}} FROM jobs
     WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
+    ORDER BY id DESC LIMIT $4
+
+-- name: JobSearchPayloadTop
+SELECT coalesce(max(id), 0) + 1 FROM jobs
+
+-- name: JobSearchPayload
+-- One step of a payload search: the jobs with ids in [$6, $1) whose
+-- payload's JSON text holds $7, newest first. The id range bounds the
+-- rows one step reads through jobs_pkey (no index serves a text search
+-- of payloads), so a search answers in steps of a few tens of
+-- milliseconds and can stop between two.
+SELECT {{jobColumns}} FROM jobs
+    WHERE id < $1 AND id >= $6 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
+        AND strpos(payload::text, $7) > 0
     ORDER BY id DESC LIMIT $4
 
 -- name: JobCancel
@@ -92,9 +110,10 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::floa
 SELECT state, count(*) FROM workers GROUP BY state
 
 -- name: StatsGetSeqscanOff
--- The unhandled count reads only waiting jobs: jobs_queue_due_idx holds
--- exactly those (jobs_due_idx only those without a limit_key), a
--- sequential scan would read every finished job too.
+-- The due and unhandled counts read only waiting jobs: jobs_queue_due_idx
+-- holds exactly those (jobs_due_idx only those without a limit_key); a
+-- sequential scan would read every finished job too (the due count took
+-- 180 ms on a million jobs that way, 25 ms on an index).
 SET LOCAL enable_seqscan = off
 
 -- name: StatsGetUnhandled

@@ -16,25 +16,30 @@ INSERT INTO queues (name, concurrency) VALUES ($1, $2)
     ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, updated_at = now()
     RETURNING name, paused, concurrency, updated_at
 
--- name: QueueStatsListSeqscanOn
-SET LOCAL enable_seqscan = on
+-- name: QueueStatsListSeqscanOff
+-- Each branch of QueueStatsList reads one partial index (the waiting, the
+-- leased, the recently finished jobs); a sequential scan would read every
+-- finished job too, most of the table.
+SET LOCAL enable_seqscan = off
 
 -- name: QueueStatsList
 -- Every queue with waiting or running jobs, jobs finished in the last
 -- minute, or a row in queues. Depth and the oldest age count due jobs
 -- only, as jobs_in_queue does; pending counts every waiting job.
 WITH counts AS (
-    SELECT queue,
-        count(*) FILTER (WHERE status IN ('pending', 'retrying') AND next_run_at <= now()) AS depth,
-        count(*) FILTER (WHERE status IN ('pending', 'retrying')) AS pending,
-        coalesce(extract(epoch FROM now() - min(next_run_at)
-            FILTER (WHERE status IN ('pending', 'retrying') AND next_run_at <= now())), 0)::float8 AS oldest,
-        count(*) FILTER (WHERE status = 'leased') AS running,
-        count(*) FILTER (WHERE status = 'completed' AND finished_at > now() - interval '1 minute') AS completed,
-        count(*) FILTER (WHERE status = 'failed' AND finished_at > now() - interval '1 minute') AS failed
-    FROM jobs
-    WHERE status IN ('pending', 'retrying', 'leased')
-       OR (status IN ('completed', 'failed') AND finished_at > now() - interval '1 minute')
+    SELECT queue, sum(depth)::bigint AS depth, sum(pending)::bigint AS pending, max(oldest) AS oldest,
+        sum(running)::bigint AS running, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
+    FROM (
+        SELECT queue, count(*) FILTER (WHERE next_run_at <= now()) AS depth, count(*) AS pending,
+            extract(epoch FROM now() - min(next_run_at) FILTER (WHERE next_run_at <= now()))::float8 AS oldest,
+            0 AS running, 0 AS completed, 0 AS failed
+        FROM jobs WHERE status IN ('pending', 'retrying') GROUP BY queue
+        UNION ALL
+        SELECT queue, 0, 0, NULL, count(*), 0, 0 FROM jobs WHERE status = 'leased' GROUP BY queue
+        UNION ALL
+        SELECT queue, 0, 0, NULL, 0, count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed')
+        FROM jobs WHERE status IN ('completed', 'failed') AND finished_at > now() - interval '1 minute' GROUP BY queue
+    ) AS parts
     GROUP BY queue
 )
 SELECT coalesce(c.queue, s.name), coalesce(c.depth, 0), coalesce(c.pending, 0), coalesce(c.oldest, 0),
