@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -340,5 +341,46 @@ func TestLiveSlowReads(t *testing.T) {
 	}
 	if reads < 2 {
 		t.Errorf("%d reads in %s: the refresher stopped", reads, elapsed)
+	}
+}
+
+// TestAgedSnapshotServedAtOnce: a page asked for after the refresher sat
+// idle gets the old snapshot (with its age) within agedWait instead of
+// waiting for a slow read; the read goes on, and the next page has it.
+func TestAgedSnapshotServedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	r := newRefresher(f, 50*time.Millisecond, now)
+	t.Cleanup(r.close)
+	first, err := r.get(t.Context())
+	if err != nil || first.At.IsZero() {
+		t.Fatalf("first get: %+v, %v", first, err)
+	}
+	clock.Add(int64(2 * idleAfter)) // nobody looked for a while
+	f.slow.Store(int64(time.Second))
+	start := time.Now()
+	old, err := r.get(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > agedWait+400*time.Millisecond {
+		t.Errorf("a page after an idle spell waited %s for a read of 1 s", took)
+	}
+	if !old.At.Equal(first.At) {
+		t.Errorf("got a snapshot of %s, want the old one of %s", old.At, first.At)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		snap, _ := r.latest()
+		if snap.At.After(first.At) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read asked for never landed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
