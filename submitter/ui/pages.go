@@ -123,6 +123,53 @@ type jobsData struct {
 	LiveURL  string // what a live refresh re-fetches; "" when none (older pages, id:)
 	Stopped  bool   // a payload search ran out of time before the page filled
 	Search   bool   // a payload search: no all-matching actions
+	// Suggest completes the search box: queue: and name: qualifiers of
+	// the queues and job names the refresher last saw (no query of its
+	// own).
+	Suggest []string
+}
+
+// maxSuggest bounds the search box's completions.
+const maxSuggest = 200
+
+// suggestions are the search box's completions from the shared snapshot:
+// every queue GET /queues lists and every job name of the last hour's
+// rollup, as qualifiers, sorted. It reads no store itself; it asks the
+// refresher for a read if it has none, for the next page.
+func (c *Console) suggestions() []string {
+	snap, _ := c.snap.latest()
+	if snap.At.IsZero() {
+		c.snap.demand(false)
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(key, val string) {
+		if val == "" || len(out) >= maxSuggest {
+			return
+		}
+		if v := key + ":" + qualifierValue(val); !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	for _, q := range snap.Queues {
+		add("queue", q.Name)
+	}
+	for _, r := range snap.Rollup {
+		add("name", r.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// qualifierValue is a search value as the box takes it: quoted when it
+// holds a space, a quote or a colon.
+func qualifierValue(v string) string {
+	if strings.ContainsAny(v, " \t\"':") {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
@@ -130,6 +177,9 @@ var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := jobsData{Q: q.Get("q")}
+	if r.Header.Get("HX-Request") == "" { // a whole page: its search box
+		d.Suggest = c.suggestions()
+	}
 	page := Page{Title: "Jobs", Nav: "jobs", Data: &d}
 	se, err := parseQuery(d.Q)
 	p := se.P

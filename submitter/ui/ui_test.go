@@ -584,3 +584,34 @@ func TestVendoredScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchSuggestions: the Jobs page's search box completes queue: and
+// name: from the shared snapshot (queues, the rollup's names), quoted when
+// needed and escaped; a fragment request carries none.
+func TestSearchSuggestions(t *testing.T) {
+	t.Parallel()
+	c, f := newConsole(t, true)
+	f.mu.Lock()
+	f.rollup = []store.RollupRow{{Name: ""}, {Name: "send_email"}, {Name: "nightly report"}, {Name: "send_email"}}
+	f.mu.Unlock()
+	if w := serve(c, "GET", "/", "read", nil); w.Code != http.StatusOK { // the snapshot is read
+		t.Fatalf("overview: %d", w.Code)
+	}
+	w := serve(c, "GET", "/jobs", "read", nil)
+	body := w.Body.String()
+	for _, want := range []string{`list="q-suggest"`, `<option value="queue:reports">`, `<option value="name:send_email">`,
+		`<option value="name:&#34;nightly report&#34;">`, `<option value="queue:&#34;&lt;script&gt;`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("jobs page lacks %s", want)
+		}
+	}
+	if n := strings.Count(body, `value="name:send_email"`); n != 1 {
+		t.Errorf("send_email suggested %d times, want once", n)
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("a hostile queue name is not escaped")
+	}
+	if w := serve(c, "GET", "/jobs", "read", nil, "HX-Request", "true"); strings.Contains(w.Body.String(), "q-suggest") {
+		t.Error("a fragment carries the suggestions")
+	}
+}
