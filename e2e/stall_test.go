@@ -51,11 +51,23 @@ func waitAll(c *cluster, ids []string, timeout time.Duration) {
 }
 
 // waitRunning waits until every job is leased.
-func waitRunning(c *cluster, ids []string) {
+// waitRunning waits until every job is leased and its workers hold them
+// all: a lease alone does not mean its delivery has reached the worker
+// (under load it may still sit on the worker's Redis list, where a Redis
+// restart loses it, and then its lease runs out).
+func waitRunning(c *cluster, ids []string, workers ...*proc) {
 	c.t.Helper()
 	for _, id := range ids {
 		c.waitStatus(id, "leased", 20*time.Second)
 	}
+	c.eventually(20*time.Second, "the workers to hold every job", func() bool {
+		held := 0.0
+		for _, w := range workers {
+			n, _ := c.health(w)["in_flight"].(float64)
+			held += n
+		}
+		return held >= float64(len(ids))
+	})
 }
 
 // TestLeaderPausedJobsComplete: the leader is stopped (SIGSTOP) for 5 s
@@ -67,10 +79,9 @@ func TestLeaderPausedJobsComplete(t *testing.T) {
 	c := newCluster(t, stallEnv...)
 	leader := c.startCoordinator("c1")
 	c.startSubmitter()
-	c.startWorker("w1")
-	c.startWorker("w2")
+	w1, w2 := c.startWorker("w1"), c.startWorker("w2")
 	ids := submitSleeps(c, 6, 8)
-	waitRunning(c, ids)
+	waitRunning(c, ids, w1, w2)
 	leader.signal(t, syscall.SIGSTOP)
 	time.Sleep(5 * time.Second)
 	leader.signal(t, syscall.SIGCONT)
@@ -86,10 +97,9 @@ func TestJobsTableLockedJobsComplete(t *testing.T) {
 	c := newCluster(t, stallEnv...)
 	c.startCoordinator("c1")
 	c.startSubmitter()
-	c.startWorker("w1")
-	c.startWorker("w2")
+	w1, w2 := c.startWorker("w1"), c.startWorker("w2")
 	ids := submitSleeps(c, 6, 8)
-	waitRunning(c, ids)
+	waitRunning(c, ids, w1, w2)
 	ctx := ctxT(t, time.Minute)
 	conn, err := pgx.Connect(ctx, c.dbURL)
 	if err != nil {
@@ -225,9 +235,9 @@ func TestTakeOverWithRedisDown(t *testing.T) {
 	c.eventually(10*time.Second, "c1 to lead", func() bool { return c.health(c1)["role"] == "leader" })
 	c2 := c.startCoordinator("c2")
 	c.startSubmitter()
-	c.startWorker("w1")
+	w1 := c.startWorker("w1")
 	ids := submitSleeps(c, 2, 8)
-	waitRunning(c, ids)
+	waitRunning(c, ids, w1)
 
 	c.redis.Stop()
 	c1.kill(t)
