@@ -31,6 +31,33 @@ BEGIN
 END
 $$;
 
+-- dts_lease_jobs leases the jobs p_ids, which the calling claim has locked,
+-- the i-th to the i-th slot (worker id) with the i-th fencing token, for
+-- p_lease_ms, and returns what their deliveries need. The one lease
+-- statement of the three claims (dts_claim_jobs, dts_claim_queue_jobs,
+-- dts_claim_limited_jobs). The UPDATE needs no state guard: the rows are
+-- locked by the caller's transaction. Pinned to the primary key like the
+-- claims.
+CREATE OR REPLACE FUNCTION dts_lease_jobs(p_ids bigint[], p_slots text[], p_tokens bigint[], p_lease_ms bigint)
+RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
+            lease_token = u.token,
+            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+            worker_id = u.worker, started_at = now(), cancel_requested = false
+        FROM unnest(p_ids, p_slots[1:cardinality(p_ids)], p_tokens[1:cardinality(p_ids)]) AS u(id, worker, token)
+        WHERE j.id = u.id
+        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
+            j.lease_token, j.worker_id, j.created_at;
+END
+$$;
+
 -- dts_claim_jobs leases due jobs to free slots in one round trip (and one
 -- commit) instead of four (BEGIN, lock, update, COMMIT): on a busy machine
 -- every round trip is a wake-up of two processes, and the claim is on the
@@ -77,15 +104,7 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN;
     END IF;
-    RETURN QUERY
-        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
-            lease_token = u.token,
-            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            worker_id = u.worker, started_at = now(), cancel_requested = false
-        FROM unnest(ids, p_slots[1:cardinality(ids)], p_tokens[1:cardinality(ids)]) AS u(id, worker, token)
-        WHERE j.id = u.id
-        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
-            j.lease_token, j.worker_id, j.created_at;
+    RETURN QUERY SELECT * FROM dts_lease_jobs(ids, p_slots, p_tokens, p_lease_ms);
 END
 $$;
 
@@ -211,15 +230,7 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN;
     END IF;
-    RETURN QUERY
-        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
-            lease_token = u.token,
-            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            worker_id = u.worker, started_at = now(), cancel_requested = false
-        FROM unnest(ids, p_slots[1:cardinality(ids)], p_tokens[1:cardinality(ids)]) AS u(id, worker, token)
-        WHERE j.id = u.id
-        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
-            j.lease_token, j.worker_id, j.created_at;
+    RETURN QUERY SELECT * FROM dts_lease_jobs(ids, p_slots, p_tokens, p_lease_ms);
 END
 $$;
 
@@ -341,15 +352,7 @@ BEGIN
     INSERT INTO limit_starts (key, at)
         SELECT j.limit_key, now() FROM jobs j JOIN limits l ON l.key = j.limit_key
         WHERE j.id = ANY(ids) AND l.rate > 0;
-    RETURN QUERY
-        UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
-            lease_token = u.token,
-            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            worker_id = u.worker, started_at = now(), cancel_requested = false
-        FROM unnest(ids, p_slots[1:cardinality(ids)], p_tokens[1:cardinality(ids)]) AS u(id, worker, token)
-        WHERE j.id = u.id
-        RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
-            j.lease_token, j.worker_id, j.created_at;
+    RETURN QUERY SELECT * FROM dts_lease_jobs(ids, p_slots, p_tokens, p_lease_ms);
 END
 $$;
 

@@ -123,12 +123,7 @@ func workerID(r *http.Request) string {
 }
 
 func (c *Console) drain(w http.ResponseWriter, r *http.Request) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	if _, err := c.svc.WorkerDrain(r.Context(), workerID(r)); err != nil {
@@ -201,16 +196,11 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
 
 // jobAction runs an admin action on job {id} and goes back to Scheduled.
 func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, id int64) (string, error)) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	id, err := pathID(r)
 	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -286,12 +276,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 // bulkStart handles POST bulk: it runs the filter once more and starts
 // the operation, then shows its progress.
 func (c *Console) bulkStart(w http.ResponseWriter, r *http.Request) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	req, d, err := bulkRequest(r.PostForm)
@@ -344,16 +329,11 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) operationCancel(w http.ResponseWriter, r *http.Request) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	id, err := opID(r)
 	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
 		c.fail(w, r, err)
 		return
 	}

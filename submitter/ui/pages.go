@@ -353,16 +353,11 @@ func (c *Console) dead(w http.ResponseWriter, r *http.Request) {
 // requeueOne handles POST dlq/{id}/requeue, from the DLQ page or the
 // job's page (form field from=job): back there, saying what happened.
 func (c *Console) requeueOne(w http.ResponseWriter, r *http.Request) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	id, err := pathID(r)
 	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -376,12 +371,7 @@ func (c *Console) requeueOne(w http.ResponseWriter, r *http.Request) {
 
 // requeueSelected handles POST dlq/requeue with the ids ticked (id=1&id=2).
 func (c *Console) requeueSelected(w http.ResponseWriter, r *http.Request) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	raw := r.PostForm["id"]

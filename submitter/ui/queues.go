@@ -76,12 +76,7 @@ func (c *Console) queues(w http.ResponseWriter, r *http.Request) {
 
 // queuePause handles POST queues/{name}/pause and .../resume (admin).
 func (c *Console) queuePause(w http.ResponseWriter, r *http.Request) {
-	if err := requireAdmin(r); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		c.fail(w, r, err)
+	if !c.adminForm(w, r) {
 		return
 	}
 	act := chi.URLParam(r, "act")

@@ -378,6 +378,20 @@ type errorData struct {
 	Code, Message string
 }
 
+// adminForm checks a console action before it runs: the admin scope,
+// then the form. On failure it has answered and reports false.
+func (c *Console) adminForm(w http.ResponseWriter, r *http.Request) bool {
+	err := requireAdmin(r)
+	if err == nil {
+		err = parseForm(w, r)
+	}
+	if err != nil {
+		c.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
 // requireAdmin refuses an action to a principal without the admin scope.
 func requireAdmin(r *http.Request) error {
 	p := httpx.PrincipalFrom(r.Context())
