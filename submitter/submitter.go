@@ -175,6 +175,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv.RegisterOnShutdown(s.console.Close) // ends the console's event streams, which Shutdown would wait for
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	s.console.Warm()
 	s.logger.InfoContext(ctx, "submitter listening", "addr", ln.Addr().String())
 
 	select {

@@ -384,3 +384,34 @@ func TestAgedSnapshotServedAtOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestWarmFirstOverview: Warm (the submitter calls it when it starts
+// serving) reads the counts ahead of the first viewer, so the first
+// Overview is served from that read instead of waiting for one of its own.
+func TestWarmFirstOverview(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.slow.Store(int64(100 * time.Millisecond))
+	c, err := New(f, Config{StatsInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	_, fresh := c.snap.latest()
+	c.Warm()
+	select {
+	case <-fresh:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Warm read nothing")
+	}
+	if n := f.stats.Load(); n != 1 {
+		t.Fatalf("Warm made %d reads, want 1", n)
+	}
+	w := serve(c, "GET", "/", "", nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("overview: %d", w.Code)
+	}
+	if n := f.stats.Load(); n != 1 {
+		t.Errorf("the first overview made a read of its own (%d reads in all): it waited for the counts", n)
+	}
+}

@@ -175,6 +175,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.
 // otherwise wait for the streams.
 func (c *Console) Close() { c.snap.close() }
 
+// Warm starts the refresher's first read without waiting for it, so that
+// the first page after start-up finds the counts read (they take 0.3 s on
+// a million jobs) instead of waiting for them. The refresher then idles
+// as usual until someone looks.
+func (c *Console) Warm() { c.snap.demand(false) }
+
 // Changed tells the console that this process just changed jobs (a
 // submit, a requeue), so that open pages show it soon. It never blocks.
 func (c *Console) Changed() { c.snap.nudge() }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/envconf"
+	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/submitter"
 )
@@ -66,6 +67,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if addr := os.Getenv("PPROF_ADDR"); addr != "" {
+		if err := httpx.ServePprof(addr, logger); err != nil {
+			return err
+		}
 	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
