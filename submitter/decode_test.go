@@ -3,7 +3,9 @@ package submitter
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode"
@@ -94,6 +96,12 @@ func FuzzSubmitDecode(f *testing.F) {
 	f.Add([]byte(`{"type":"x","payload":"\ud83d\ude00","delay_seconds":10,"idempotency_key":"k"}`), "k")
 	f.Add([]byte(`[{"name":"a"},{"name":"b","payload":[1e5,-0.5]}]`), "")
 	f.Add([]byte(`{"jobs":[{"name":"a","queue":"q.1:x-y_z"}]}`), "")
+	// Bodies the one-pass decode of a batch refuses or must not take.
+	f.Add([]byte(`[{"name":"a"},null]`), "")
+	f.Add([]byte(`{"jobs":[{"name":"a","x":1}],"callback":{"name":"c","depends_on":[1]}}`), "")
+	f.Add([]byte(`{"jobs":[{"name":5}],"callback":7}`), "")
+	f.Add([]byte(`{"jobs":null,"callback":{"name":"c"}}`), "")
+	f.Add([]byte(`{"jobs":[{"name":"a","unique_for":"x"},{"name":"b","depends_on_index":[0]}],"callback":null}`), "")
 	const maxPayload = 4096
 	f.Fuzz(func(t *testing.T, body []byte, headerKey string) {
 		p, err := decodeSubmit(body, headerKey, maxPayload)
@@ -106,6 +114,10 @@ func FuzzSubmitDecode(f *testing.F) {
 			}
 		}
 		ps, err := decodeBatch(body, maxPayload)
+		slow, serr := decodeBatchSlow(body, maxPayload)
+		if fmt.Sprint(err) != fmt.Sprint(serr) || !reflect.DeepEqual(ps, slow) {
+			t.Fatalf("decodeBatch and decodeBatchSlow disagree:\n%+v, %v\n%+v, %v", ps, err, slow, serr)
+		}
 		if err != nil {
 			checkRefusal(t, err)
 			return
@@ -146,5 +158,27 @@ func checkParams(t *testing.T, name, queue string, prio, retries, timeout int, k
 	}
 	if strings.Contains(string(payload), `\u0000`) && !strings.Contains(string(payload), `\\u0000`) {
 		t.Errorf("payload with \\u0000 accepted: %.80q", payload)
+	}
+}
+
+// BenchmarkDecodeBatch: a batch of 1,000 jobs as the bench and the stress
+// scripts post them.
+func BenchmarkDecodeBatch(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"jobs":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"name":"noop","payload":{"n":12345,"s":"some text of the job"},"max_retries":3}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeBatch(body, 1<<20); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
