@@ -181,3 +181,41 @@ func TestJobReleaseRecordsEvent(t *testing.T) {
 		t.Errorf("after the release: %s, %d attempts, last_lease_token %d", j.State, j.Attempts, j.LastLeaseToken)
 	}
 }
+
+// TestJobDeleteTakesEvents: DELETE /jobs/{id} and a bulk delete delete the
+// jobs' job_events rows in the same statement (there is no foreign key),
+// and leave those of the jobs they keep.
+func TestJobDeleteTakesEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insertN(t, 4, "n", 0)
+	for _, id := range ids {
+		if n, err := e.s.JobEventInsertStale(e.ctx, e.epoch, []store.StaleResult{{ID: id, LeaseToken: 1, WorkerID: "w", Attempt: 1,
+			Outcome: "completed"}}); err != nil || n != 1 {
+			t.Fatalf("record: %d, %v", n, err)
+		}
+	}
+	e.exec(t, `UPDATE jobs SET status = 'completed', finished_at = now() WHERE id = ANY($1)`, ids[:2])
+	e.exec(t, `UPDATE jobs SET name = 'other', status = 'failed', finished_at = now(), dead_reason = 'permanent' WHERE id = $1`, ids[2])
+	if st, err := e.s.JobDelete(e.ctx, ids[0]); err != nil || st != job.StateCompleted {
+		t.Fatalf("delete: %s, %v", st, err)
+	}
+	if n, err := e.s.JobBulkDelete(e.ctx, store.JobBulkParams{States: []job.State{job.StateFailed}, Name: "other"}); err != nil || n != 1 {
+		t.Fatalf("bulk delete: %d, %v", n, err)
+	}
+	var left []int64
+	rows, err := e.db.Query(e.ctx, `SELECT job_id FROM job_events ORDER BY job_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, id)
+	}
+	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
+		t.Errorf("events left for jobs %v, want those of %d and %d", left, ids[1], ids[3])
+	}
+}
