@@ -385,7 +385,7 @@ func TestPagesRender(t *testing.T) {
 			want: []string{`id="requeue"`, `action="../dlq/1/requeue"`, "&lt;script&gt;", `&#34;n&#34;: [`, "job_error", `src="../static/` + HTMXFile}},
 		{name: "job read only", target: "/jobs/1", token: "read", status: 200, wantNot: []string{`id="requeue"`, "<button type=\"submit\" id"}},
 		{name: "job timeline", target: "/jobs/1", token: "read", status: 200,
-			want: []string{`<ol class="timeline" id="timeline">`, `data-kind="submitted"`, `data-kind="released"`, `data-kind="operator"`,
+			want: []string{`<ol class="timeline" id="timeline" aria-labelledby="timeline-heading">`, `data-kind="submitted"`, `data-kind="released"`, `data-kind="operator"`,
 				`data-kind="dead"`, `data-kind="canceled"`, `data-kind="completed"`,
 				`<span class="rel nowrap" title="2026-01-02 03:04:07.250 UTC">&#43;2.25 s</span>`,
 				"Retrying after a backoff of 2 s: due again at &#43;4.25 s",
