@@ -167,6 +167,7 @@ const (
 	storeOpRollup                storeOp = "rollup"
 	storeOpScheduleFire          storeOp = "schedule_fire"
 	storeOpScheduleList          storeOp = "schedule_list"
+	storeOpStaleEvents           storeOp = "stale_events"
 	storeOpStats                 storeOp = "stats"
 	storeOpSyncWorkers           storeOp = "sync_workers"
 )
@@ -189,7 +190,7 @@ const (
 )
 
 var (
-	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpLimitedWaiting, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStats, storeOpSyncWorkers}
+	storeOps = []storeOp{storeOpApplyResults, storeOpClaim, storeOpCleanup, storeOpCountDead, storeOpDLQRebuild, storeOpElect, storeOpLeaseExtend, storeOpLimitedWaiting, storeOpListDead, storeOpLoadLeases, storeOpLoadWorkerCredentials, storeOpQueueSettings, storeOpQueueStats, storeOpReclaimExpired, storeOpReclaimWorker, storeOpRelease, storeOpReleaseWorker, storeOpRenewLease, storeOpRollup, storeOpScheduleFire, storeOpScheduleList, storeOpStaleEvents, storeOpStats, storeOpSyncWorkers}
 	redisOps = []redisOp{redisOpDeliver, redisOpDLQLen, redisOpDLQPush, redisOpDLQRebuild, redisOpDropWorkerQueues, redisOpHeartbeatRead, redisOpRemoveDeliveries, redisOpResultsAck, redisOpResultsGroup, redisOpResultsRead}
 )
 

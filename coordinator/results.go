@@ -22,6 +22,7 @@ type resultStore interface {
 	JobFailMany(ctx context.Context, epoch int64, fs []store.Failure, policy store.RetryPolicy) ([]store.FailOutcome, error)
 	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
 	JobProgressMany(ctx context.Context, epoch int64, ps []store.Progress) (int, error)
+	JobEventInsertStale(ctx context.Context, epoch int64, rs []store.StaleResult) (int64, error)
 }
 
 // resultQueue is where results come from, and where dead jobs are mirrored.
@@ -228,7 +229,7 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 	applied := len(done) + len(failed) + len(released)
 	if stale := len(rs) - applied; stale > 0 {
 		a.metrics.staleResults.Add(float64(stale))
-		a.logStale(ctx, rs, done, failed, released)
+		a.recordStale(ctx, staleOf(rs, done, failed, released))
 	}
 	for _, rr := range rs {
 		a.l.workers.Done(rr.Result.JobID, rr.Result.LeaseToken)
@@ -294,23 +295,57 @@ func splitProgress(rs []queue.ReceivedResult) ([]queue.ReceivedResult, []wire.Re
 	return rest, latest
 }
 
-// logStale logs each result that was rejected because its lease was gone.
-func (a *resultApplier) logStale(ctx context.Context, rs []queue.ReceivedResult, done []store.Finished, failed []store.FailOutcome, released []int64) {
-	applied := make(map[int64]bool, len(done)+len(failed)+len(released))
+// staleOf returns the results of rs that were not applied: rejected
+// because their lease was gone (or never their sender's), or repeated in
+// the batch. An applied completion or failure accounts for one result of
+// its lease (job and token), an applied release for one of its job.
+func staleOf(rs []queue.ReceivedResult, done []store.Finished, failed []store.FailOutcome, released []int64) []wire.Result {
+	type lease struct{ job, token int64 }
+	applied := make(map[lease]int, len(done)+len(failed))
 	for _, f := range done {
-		applied[f.ID] = true
+		applied[lease{f.ID, f.LeaseToken}]++
 	}
 	for _, o := range failed {
-		applied[o.ID] = true
+		applied[lease{o.ID, o.LeaseToken}]++
 	}
+	releasedJobs := make(map[int64]int, len(released))
 	for _, id := range released {
-		applied[id] = true
+		releasedJobs[id]++
 	}
+	var out []wire.Result
 	for _, rr := range rs {
-		if r := rr.Result; !applied[r.JobID] {
-			a.log.InfoContext(ctx, "rejected a stale result: its lease is gone or not this worker's", "job_id", r.JobID,
-				"worker_id", r.WorkerID, "attempt", r.Attempt, "outcome", r.Outcome)
+		r := rr.Result
+		k := lease{r.JobID, r.LeaseToken}
+		switch {
+		case r.Outcome != wire.OutcomeReleased && applied[k] > 0:
+			applied[k]--
+		case r.Outcome == wire.OutcomeReleased && releasedJobs[r.JobID] > 0:
+			releasedJobs[r.JobID]--
+		default:
+			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// recordStale logs each stale result and records the first
+// store.MaxStaleEventsPerBatch of them on their jobs' timelines (the
+// others are only counted, in dts_stale_results_total: a worker that
+// floods the stream writes no more rows for it). The record is best
+// effort: the batch is applied already, and a failure to record is
+// counted and logged, not retried.
+func (a *resultApplier) recordStale(ctx context.Context, stale []wire.Result) {
+	evs := make([]store.StaleResult, 0, min(len(stale), store.MaxStaleEventsPerBatch))
+	for _, r := range stale {
+		a.log.InfoContext(ctx, "rejected a stale result: its lease is gone or not this worker's", "job_id", r.JobID,
+			"worker_id", r.WorkerID, "attempt", r.Attempt, "outcome", r.Outcome)
+		if len(evs) < store.MaxStaleEventsPerBatch {
+			evs = append(evs, store.StaleResult{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID,
+				Attempt: r.Attempt, Outcome: r.Outcome})
+		}
+	}
+	if _, err := a.store.JobEventInsertStale(ctx, a.l.epoch, evs); err != nil {
+		a.storeError(ctx, storeOpStaleEvents, err)
 	}
 }
 

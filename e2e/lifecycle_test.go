@@ -185,6 +185,33 @@ func TestStaleResultAfterLostLeaseIsRejected(t *testing.T) {
 	if j["status"] != "completed" || j["worker_id"] != "wb" || j["attempts"].(float64) != 2 {
 		t.Fatalf("after the stale result: %v", j)
 	}
+	// The timeline: wa's lease reclaimed, wb's completed, and wa's late
+	// result rejected as a stale result of its (ended) lease.
+	var stale map[string]any
+	c.eventually(10*time.Second, "the stale result on the job's timeline", func() bool {
+		code, tl := c.do("GET", c.submitter+"/jobs/"+id+"/timeline", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /jobs/%s/timeline = %d %v", id, code, tl)
+		}
+		for _, e := range tl["timeline"].([]any) {
+			if e := e.(map[string]any); e["kind"] == "stale_result" {
+				stale = e
+			}
+		}
+		as := tl["attempts"].([]any)
+		if len(as) != 2 {
+			t.Fatalf("attempts = %v; want wa's reclaimed, then wb's completed", as)
+		}
+		a1, a2 := as[0].(map[string]any), as[1].(map[string]any)
+		if a1["worker_id"] != "wa" || a1["outcome"] != "worker_failure" && a1["outcome"] != "lease_timeout" ||
+			a2["worker_id"] != "wb" || a2["outcome"] != "completed" || a1["lease_token"] == a2["lease_token"] {
+			t.Fatalf("attempts = %v; want wa's reclaimed, then wb's completed, under distinct tokens", as)
+		}
+		return stale != nil
+	})
+	if stale["worker_id"] != "wa" || stale["of_attempt"] != 1.0 || stale["lease_token"] == nil {
+		t.Errorf("stale result entry = %v; want wa's, of attempt 1, with its token", stale)
+	}
 }
 
 func TestGracefulShutdownHandsJobsBack(t *testing.T) {

@@ -99,6 +99,7 @@ var routes = []route{
 	{"POST /submit_jobs", "POST", "submit", fixed("/submit_jobs", `[{"name":"email"}]`), 201},
 	{"GET /jobs", "GET", "read", fixed("/jobs", ""), 200},
 	{"GET /jobs/{id}", "GET", "read", func(e *env) (string, string) { return "/jobs/" + newJobID(e), "" }, 200},
+	{"GET /jobs/{id}/timeline", "GET", "read", func(e *env) (string, string) { return "/jobs/" + newJobID(e) + "/timeline", "" }, 200},
 	{"GET /stats", "GET", "read", fixed("/stats", ""), 200},
 	{"GET /dlq", "GET", "read", fixed("/dlq", ""), 200},
 	{"POST /jobs/{id}/cancel", "POST", "admin", func(e *env) (string, string) { return "/jobs/" + newJobID(e) + "/cancel", "" }, 200},

@@ -65,6 +65,7 @@ func (s *Server) routes(m *httpx.Metrics) http.Handler {
 
 		read.Get("/jobs", httpx.Handler(s.listJobs))
 		read.Get("/jobs/{id}", httpx.Handler(s.getJob))
+		read.Get("/jobs/{id}/timeline", httpx.Handler(s.getJobTimeline)) // timeline.go
 		read.Get("/stats", httpx.Handler(s.stats))
 		read.Get("/dlq", httpx.Handler(s.listDead))
 		read.Get("/workers", httpx.Handler(s.listWorkers))
@@ -537,7 +538,9 @@ func jobView(j *job.Job) wire.Job {
 		v.Payload = []byte("null")
 	}
 	for i, e := range j.Errors {
-		v.Errors[i] = wire.AttemptError{Attempt: e.Attempt, Error: e.Error, Reason: e.Reason, WorkerID: e.WorkerID, At: e.At.UTC()}
+		v.Errors[i] = wire.AttemptError{Attempt: e.Attempt, Error: e.Error, Reason: e.Reason, WorkerID: e.WorkerID, At: e.At.UTC(),
+			LeaseToken: formatToken(e.LeaseToken), StartedAt: optTime(e.StartedAt), LeaseExtensions: e.Extensions,
+			NextState: string(e.NextState), RetryAt: optTime(e.RetryAt)}
 	}
 	return v
 }

@@ -111,15 +111,43 @@ type Job struct {
 	// LimitKey is the key of the limit the job is under (its concurrency
 	// key, or "name:<name>"), decided when it was submitted; "" for none.
 	LimitKey string
+	// DeadReason says why a failed (dead) or dependency-canceled job
+	// ended (ReasonPermanent, ReasonMaxRetriesExceeded, ...); "" otherwise.
+	DeadReason string
+	// LeaseExpiresAt is the deadline of the current lease; nil unless
+	// leased.
+	LeaseExpiresAt *time.Time
+	// LeaseExtensions counts the extensions of the current lease, or of
+	// the last one once it ended (every claim resets it).
+	LeaseExtensions int
+	// LastLeaseToken is the token of the last lease that ended (completed,
+	// failed or handed back); 0 when none did since it was recorded
+	// (migration 014).
+	LastLeaseToken int64
 }
 
-// AttemptError is the error one failed attempt left behind.
+// AttemptError is what one ended attempt left behind in the job's errors:
+// every failure, reclaim and death appends one (a success or a hand-back
+// does not). The fields after At were added later (migration 014): older
+// entries lack them, and they read as zero (unknown).
 type AttemptError struct {
 	Attempt  int       `json:"attempt"`
 	Error    string    `json:"error"`
 	Reason   string    `json:"reason"`
 	WorkerID string    `json:"worker_id,omitempty"`
-	At       time.Time `json:"at"`
+	At       time.Time `json:"at"` // when the attempt ended
+	// LeaseToken is the attempt's lease's fencing token.
+	LeaseToken int64 `json:"token,omitempty"`
+	// StartedAt is when the attempt started (its handler's start as the
+	// worker reported it, else the lease time).
+	StartedAt *time.Time `json:"started,omitempty"`
+	// Extensions counts the heartbeat extensions of its lease.
+	Extensions int `json:"extended,omitempty"`
+	// NextState is the state the failure led to: retrying, failed (dead)
+	// or canceled.
+	NextState State `json:"next_state,omitempty"`
+	// RetryAt is the end of the backoff, when NextState is retrying.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // Reasons an attempt ended without success; they label metrics and DLQ entries.

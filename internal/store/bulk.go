@@ -146,8 +146,9 @@ func (s *Store) JobBulkRequeue(ctx context.Context, p JobBulkParams) (int64, err
 // and returns how many.
 func (s *Store) JobBulkDelete(ctx context.Context, p JobBulkParams) (int64, error) {
 	n, err := s.jobBulk(ctx, p, false, func(tx pgx.Tx, ids []int64) (int64, error) {
-		tag, err := tx.Exec(ctx, q("JobBulkDelete"), ids)
-		return tag.RowsAffected(), err
+		var n int64
+		err := tx.QueryRow(ctx, q("JobBulkDelete"), ids).Scan(&n)
+		return n, err
 	})
 	if err != nil {
 		return n, fmt.Errorf("bulk delete: %w", err)

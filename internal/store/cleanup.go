@@ -8,7 +8,7 @@ import (
 
 // JobCleanup deletes, in batches of up to batch rows, completed and canceled
 // jobs finished more than doneAge ago and failed ones finished more than
-// failedAge ago. It returns how many rows it deleted. A batch of 0 or less
+// failedAge ago, with their job_events rows. It returns how many rows it deleted. A batch of 0 or less
 // means 1000 (LIMIT 0 would delete nothing and loop forever).
 func (s *Store) JobCleanup(ctx context.Context, epoch int64, doneAge, failedAge time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
@@ -16,12 +16,12 @@ func (s *Store) JobCleanup(ctx context.Context, epoch int64, doneAge, failedAge 
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, q("JobCleanup"), millis(doneAge), millis(failedAge), batch, epoch)
-		if err != nil {
+		var n int64
+		if err := s.pool.QueryRow(ctx, q("JobCleanup"), millis(doneAge), millis(failedAge), batch, epoch).Scan(&n); err != nil {
 			return total, fmt.Errorf("clean up jobs: %w", interpretError(err))
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) || ctx.Err() != nil {
+		total += n
+		if n < int64(batch) || ctx.Err() != nil {
 			return total, nil
 		}
 	}

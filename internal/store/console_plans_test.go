@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,10 @@ func TestConsoleListPlans(t *testing.T) {
 		plan{what: "Overview's due jobs", query: store.Q("StatsGetDue"), txSetup: store.Q("StatsGetSeqscanOff")},
 		plan{what: "Job", query: store.Q("JobGet"), args: []any{mid}},
 		plan{what: "Job by key", query: store.Q("JobGetByKey"), args: []any{fx.Key}},
+		plan{what: "Job timeline: the job", query: store.Q("JobTimelineGetJob"), args: []any{fx.ManyAttempts}},
+		plan{what: "Job timeline: its events", query: store.Q("JobTimelineGetEvents"), args: []any{fx.ManyAttempts, store.MaxTimelineEvents}},
+		plan{what: "Job timeline: its audit rows", query: store.Q("JobTimelineGetAudit"),
+			args: []any{strconv.FormatInt(fx.ManyAttempts, 10), store.MaxTimelineAudit}},
 	)
 	// The confirmation of an all-matching action counts what it would
 	// change: requeue (failed) and cancel (pending, retrying, leased), any

@@ -50,7 +50,7 @@ BEGIN
         UPDATE jobs j SET status = 'leased', attempts = j.attempts + 1,
             lease_token = u.token,
             lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            worker_id = u.worker, started_at = now(), cancel_requested = false
+            worker_id = u.worker, started_at = now(), cancel_requested = false, lease_extensions = 0
         FROM unnest(p_ids, p_slots[1:cardinality(p_ids)], p_tokens[1:cardinality(p_ids)]) AS u(id, worker, token)
         WHERE j.id = u.id
         RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,

@@ -231,8 +231,9 @@ func operationApply(ctx context.Context, tx pgx.Tx, action string, ids []int64) 
 		tag, err := tx.Exec(ctx, q("OperationApplyRequeue"), ids)
 		return tag.RowsAffected(), nil, err
 	case "delete":
-		tag, err := tx.Exec(ctx, q("OperationApplyDelete"), ids)
-		return tag.RowsAffected(), nil, err
+		var n int64
+		err := tx.QueryRow(ctx, q("OperationApplyDelete"), ids).Scan(&n)
+		return n, nil, err
 	case "cancel":
 		rows, err := tx.Query(ctx, q("OperationApplyCancel"), ids)
 		if err != nil {

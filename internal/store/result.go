@@ -36,11 +36,12 @@ func nullTime(t time.Time) *time.Time {
 
 // Finished describes a job whose attempt was recorded.
 type Finished struct {
-	ID        int64
-	Name      string
-	WorkerID  string
-	CreatedAt time.Time
-	StartedAt time.Time
+	ID         int64
+	LeaseToken int64 // the lease that ended
+	Name       string
+	WorkerID   string
+	CreatedAt  time.Time
+	StartedAt  time.Time
 }
 
 // JobCompleteMany records successful attempts in one statement. Only jobs
@@ -70,7 +71,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, epoch int64, cs []Completio
 func collectFinished(rows pgx.Rows) ([]Finished, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finished, error) {
 		var f Finished
-		err := r.Scan(&f.ID, &f.Name, &f.WorkerID, &f.CreatedAt, &f.StartedAt)
+		err := r.Scan(&f.ID, &f.LeaseToken, &f.Name, &f.WorkerID, &f.CreatedAt, &f.StartedAt)
 		return f, err
 	})
 	if err != nil {
@@ -335,4 +336,47 @@ func (s *Store) JobProgressMany(ctx context.Context, epoch int64, ps []Progress)
 		return 0, fmt.Errorf("record progress: %w", interpretError(err))
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// StaleResult is a result the applier rejected: its lease had ended, or
+// was never its sender's.
+type StaleResult struct {
+	ID         int64
+	LeaseToken int64
+	WorkerID   string // as the result named it
+	Attempt    int
+	Outcome    string // completed, failed, released
+}
+
+// Bounds of the stale results recorded in job_events.
+const (
+	// MaxStaleEventsPerBatch is the most rows JobEventInsertStale writes
+	// at once; its caller records only the first ones of a batch.
+	MaxStaleEventsPerBatch = 100
+	// MaxStaleEventsPerJob is the most stale results one job keeps.
+	MaxStaleEventsPerJob = 100
+	// maxEventText bounds each string a stale result puts in an event.
+	maxEventText = 200
+)
+
+// JobEventInsertStale records stale results on their jobs' timelines, at
+// most MaxStaleEventsPerBatch of rs (the rest are ignored), at most
+// MaxStaleEventsPerJob per job in all, and only for jobs that exist. It
+// returns how many it recorded.
+func (s *Store) JobEventInsertStale(ctx context.Context, epoch int64, rs []StaleResult) (int64, error) {
+	rs = rs[:min(len(rs), MaxStaleEventsPerBatch)]
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	ids, tokens, attempts := make([]int64, len(rs)), make([]int64, len(rs)), make([]int32, len(rs))
+	workers, outcomes := make([]string, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		ids[i], tokens[i], attempts[i] = r.ID, r.LeaseToken, int32(max(min(r.Attempt, 1<<30), 0))
+		workers[i], outcomes[i] = storableText(r.WorkerID, maxEventText), storableText(r.Outcome, maxEventText)
+	}
+	tag, err := s.pool.Exec(ctx, q("JobEventInsertStale"), ids, tokens, workers, attempts, outcomes, epoch, MaxStaleEventsPerJob)
+	if err != nil {
+		return 0, fmt.Errorf("record stale results: %w", interpretError(err))
+	}
+	return tag.RowsAffected(), nil
 }

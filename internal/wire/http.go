@@ -121,13 +121,83 @@ type Job struct {
 	LimitKey string `json:"limit_key,omitempty"`
 }
 
-// AttemptError is the error one failed attempt left behind.
+// AttemptError is the error one failed attempt left behind. The fields
+// after At are recorded since migration 014 and left out of older entries.
 type AttemptError struct {
 	Attempt  int       `json:"attempt"`
 	Error    string    `json:"error"`
 	Reason   string    `json:"reason"`
 	WorkerID string    `json:"worker_id,omitempty"`
-	At       time.Time `json:"at"`
+	At       time.Time `json:"at"` // when the attempt ended
+	// LeaseToken is the attempt's lease's fencing token, in decimal (63
+	// bits: more than a JavaScript number holds exactly).
+	LeaseToken      string     `json:"lease_token,omitempty"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	LeaseExtensions int        `json:"lease_extensions,omitempty"`
+	// NextState is the state the failure led to: retrying, failed or
+	// canceled; RetryAt, when retrying, the end of its backoff.
+	NextState string     `json:"next_state,omitempty"`
+	RetryAt   *time.Time `json:"retry_at,omitempty"`
+}
+
+// JobTimeline answers GET /jobs/{id}/timeline: every field of the job
+// (those of GET /jobs/{id} and the rest of its row), its attempts and its
+// timeline, oldest first (docs/api.md).
+type JobTimeline struct {
+	Job
+	IdempotencyKey *string    `json:"idempotency_key"`
+	DeadReason     *string    `json:"dead_reason"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
+	// LeaseExtensions counts the heartbeat extensions of the current
+	// lease, or of the last one.
+	LeaseExtensions int             `json:"lease_extensions"`
+	Attempts        []Attempt       `json:"attempts"`
+	Timeline        []TimelineEntry `json:"timeline"`
+}
+
+// Attempt is one attempt of a job: each that failed, was reclaimed or
+// handed back, and the current or last one.
+type Attempt struct {
+	Attempt  int    `json:"attempt"`
+	WorkerID string `json:"worker_id,omitempty"`
+	// LeaseToken is the lease's fencing token in decimal; left out when
+	// unknown (an entry older than migration 014) and while the lease
+	// runs (Running): a result needs it to be applied.
+	LeaseToken string     `json:"lease_token,omitempty"`
+	Running    bool       `json:"running,omitempty"`
+	StartedAt  *time.Time `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at"`
+	// DurationMS is EndedAt − StartedAt; null unless both are known.
+	DurationMS      *int64     `json:"duration_ms"`
+	LeaseExtensions int        `json:"lease_extensions"`
+	LeaseExpiresAt  *time.Time `json:"lease_expires_at,omitempty"` // Running only
+	// Outcome is running, completed, released, or the failure's reason.
+	Outcome   string     `json:"outcome"`
+	Error     string     `json:"error,omitempty"`
+	NextState string     `json:"next_state,omitempty"`
+	RetryAt   *time.Time `json:"retry_at,omitempty"`
+}
+
+// TimelineEntry is one line of a job's timeline. Kind is submitted,
+// leased, completed, failed, released, backoff, dead, canceled,
+// stale_result or operator; which other fields are set depends on it
+// (docs/api.md).
+type TimelineEntry struct {
+	At              time.Time  `json:"at"`
+	Kind            string     `json:"kind"`
+	Attempt         int        `json:"attempt,omitempty"`
+	WorkerID        string     `json:"worker_id,omitempty"`
+	LeaseToken      string     `json:"lease_token,omitempty"`
+	Running         bool       `json:"running,omitempty"`
+	Until           *time.Time `json:"until,omitempty"`
+	LeaseExtensions int        `json:"lease_extensions,omitempty"`
+	Reason          string     `json:"reason,omitempty"`
+	Error           string     `json:"error,omitempty"`
+	Outcome         string     `json:"outcome,omitempty"`
+	OfAttempt       int        `json:"of_attempt,omitempty"`
+	Action          string     `json:"action,omitempty"`
+	Actor           string     `json:"actor,omitempty"`
+	Result          string     `json:"result,omitempty"`
 }
 
 // JobListResponse answers GET /jobs. NextCursor is null on the last page.

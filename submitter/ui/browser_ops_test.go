@@ -23,42 +23,66 @@ import (
 // site's database and key prefix; they are killed when the test ends.
 func startFleet(t *testing.T, s *site, workers ...string) {
 	t.Helper()
-	bin := t.TempDir()
+	f := newFleet(t, s)
+	for _, id := range workers {
+		f.worker(id)
+	}
+}
+
+// fleet starts the coordinator and worker binaries on a site's database
+// and key prefix, and kills each when the test ends.
+type fleet struct {
+	t         *testing.T
+	bin, logs string
+	env       []string
+}
+
+// newFleet builds the binaries and starts the coordinator, with extra
+// environment variables (BACKOFF_BASE=3s) after the common ones.
+func newFleet(t *testing.T, s *site, coordinatorEnv ...string) *fleet {
+	t.Helper()
+	f := &fleet{t: t, bin: t.TempDir(), logs: t.TempDir(),
+		env: []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + s.dbURL, "REDIS_URL=" + redistest.URL(), "REDIS_PREFIX=" + s.prefix,
+			"HEARTBEAT_INTERVAL=200ms", "HEARTBEAT_MISSES=3", "POLL_INTERVAL=100ms", "ELECTION_INTERVAL=250ms", "LOG_LEVEL=info"}}
 	for _, pkg := range []string{"coordinator/cmd/coordinator", "worker/cmd/worker"} {
-		cmd := exec.Command("go", "build", "-o", bin+"/", "github.com/dtsched/dts/"+pkg)
+		cmd := exec.Command("go", "build", "-o", f.bin+"/", "github.com/dtsched/dts/"+pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	logs := t.TempDir()
-	env := []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + s.dbURL, "REDIS_URL=" + redistest.URL(), "REDIS_PREFIX=" + s.prefix,
-		"HEARTBEAT_INTERVAL=200ms", "HEARTBEAT_MISSES=3", "POLL_INTERVAL=100ms", "ELECTION_INTERVAL=250ms", "LOG_LEVEL=info"}
-	start := func(name, binary string, extra ...string) {
-		f, err := os.Create(filepath.Join(logs, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(filepath.Join(bin, binary))
-		cmd.Env = append(append([]string{}, env...), extra...)
-		cmd.Stdout, cmd.Stderr = f, f
-		p, err := childproc.Start(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-p.Exited()
-			f.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(f.Name())
-				t.Logf("---- %s log ----\n%s", name, tail(string(b), 40))
-			}
-		})
+	f.start("coordinator", "coordinator", append([]string{"COORDINATOR_ID=c1", "COORDINATOR_ADDR=127.0.0.1:0"}, coordinatorEnv...)...)
+	return f
+}
+
+// worker starts a worker of 4 slots, with extra environment variables.
+func (f *fleet) worker(id string, env ...string) {
+	f.t.Helper()
+	f.start(id, "worker", append([]string{"WORKER_ID=" + id, "WORKER_ADDR=", "WORKER_CONCURRENCY=4"}, env...)...)
+}
+
+func (f *fleet) start(name, binary string, extra ...string) {
+	t := f.t
+	t.Helper()
+	out, err := os.Create(filepath.Join(f.logs, name+".log"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	start("coordinator", "coordinator", "COORDINATOR_ID=c1", "COORDINATOR_ADDR=127.0.0.1:0")
-	for _, id := range workers {
-		start(id, "worker", "WORKER_ID="+id, "WORKER_ADDR=", "WORKER_CONCURRENCY=4")
+	cmd := exec.Command(filepath.Join(f.bin, binary))
+	cmd.Env = append(append([]string{}, f.env...), extra...)
+	cmd.Stdout, cmd.Stderr = out, out
+	p, err := childproc.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.Exited()
+		out.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("---- %s log ----\n%s", name, tail(string(b), 40))
+		}
+	})
 }
 
 func tail(s string, n int) string {

@@ -153,12 +153,19 @@ func (s *site) seed() {
 		p, _ := json.Marshal(map[string]any{"name": hostile + strings.Repeat("n", 60), "queue": "mail",
 			"payload": map[string]any{"to": hostile, "n": i, "deep": json.RawMessage(strings.Repeat("[", 40) + strings.Repeat("]", 40))}})
 		s.call("POST", "/submit_job", string(p), &r)
+		// Attempt 1 as recorded before migration 014; 2 and 3 with their
+		// leases' tokens, starts and backoff.
+		now := time.Now()
 		errs, _ := json.Marshal([]map[string]any{
-			{"attempt": 1, "error": hostile + " timeout", "reason": "timeout", "worker_id": "w1", "at": time.Now().Add(-3 * time.Minute)},
-			{"attempt": 2, "error": strings.Repeat("very long error ", 300), "reason": "job_error", "worker_id": "w2", "at": time.Now().Add(-2 * time.Minute)},
-			{"attempt": 3, "error": "permanent: " + hostile, "reason": "permanent", "worker_id": "w<b>3</b>", "at": time.Now().Add(-time.Minute)},
+			{"attempt": 1, "error": hostile + " timeout", "reason": "timeout", "worker_id": "w1", "at": now.Add(-3 * time.Minute)},
+			{"attempt": 2, "error": strings.Repeat("very long error ", 300), "reason": "job_error", "worker_id": "w2", "at": now.Add(-2 * time.Minute),
+				"token": 5170129884260387110, "started": now.Add(-2*time.Minute - 1500*time.Millisecond), "extended": 1,
+				"next_state": "retrying", "retry_at": now.Add(-2*time.Minute + 2*time.Second)},
+			{"attempt": 3, "error": "permanent: " + hostile, "reason": "permanent", "worker_id": "w<b>3</b>", "at": now.Add(-time.Minute),
+				"token": 2930117361820734201, "started": now.Add(-time.Minute - 800*time.Millisecond), "next_state": "failed"},
 		})
 		if _, err := s.db.Exec(s.t.Context(), `UPDATE jobs SET status = 'failed', attempts = 3, finished_at = now(),
+			created_at = now() - interval '4 minutes',
 			dead_reason = 'permanent', errors = $2, last_error = $3, worker_id = 'w3' WHERE id = $1`,
 			r.JobID, errs, "permanent: "+hostile); err != nil {
 			s.t.Fatal(err)
@@ -469,6 +476,10 @@ func TestBrowser(t *testing.T) {
 	if n := count(t, b, `#requeue`); n != 1 {
 		t.Errorf("admin sees no Requeue on a dead job")
 	}
+	// The shot shows the timeline and the attempts (the fields fill the
+	// first screen).
+	get(t, b, "scroll to the timeline", chromedp.Evaluate[bool](
+		`window.scrollTo(0, document.querySelector("#timeline-heading").getBoundingClientRect().top + window.scrollY - 8), true`))
 	b.shot(t, shots, "job")
 	b.axe(t, "job")
 	b.do(t, "big job", chromedp.Navigate(s.console+"jobs/"+s.bigPayload), chromedp.WaitVisible(chromedp.CSS(`#download-payload`)))

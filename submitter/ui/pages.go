@@ -279,24 +279,25 @@ func matches(j wire.Job, state job.State, name, queue string) bool {
 // ---- Job ----
 
 type jobData struct {
-	Job             wire.Job
+	T               wire.JobTimeline // the job, its attempts and its timeline
 	Payload, Result jsonBody
-	Attempts        []wire.AttemptError
 }
 
+// job shows every field of a job, its timeline (times from its
+// submission) and its attempts: GET /jobs/{id}/timeline's service call.
 func (c *Console) job(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	j, err := c.svc.JobGet(r.Context(), id)
+	t, err := c.svc.JobTimeline(r.Context(), id)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	d := jobData{Job: j, Payload: showJSON(j.Payload), Result: showJSON(j.Result), Attempts: j.Errors}
-	c.render(w, r, http.StatusOK, "job", Page{Title: "Job " + j.JobID, Nav: "jobs", Flash: flash(r), Data: d})
+	d := jobData{T: t, Payload: showJSON(t.Payload), Result: showJSON(t.Result)}
+	c.render(w, r, http.StatusOK, "job", Page{Title: "Job " + t.JobID, Nav: "jobs", Flash: flash(r), Data: d})
 }
 
 // download serves a job's payload or result as a file: the way to see

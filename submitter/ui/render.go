@@ -32,6 +32,33 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 	},
 	"ago": func(t time.Time) string { return t.UTC().Format("15:04:05 UTC") },
+	// since is at as an offset from from ("+1.25 s"); the Job page's
+	// times are offsets from the submission.
+	"since": func(from time.Time, at any) string {
+		t, ok := timeOf(at)
+		if !ok {
+			return "—"
+		}
+		d := t.Sub(from)
+		if d < 0 {
+			return "−" + span(-d)
+		}
+		return "+" + span(d)
+	},
+	// between is how long from a to b.
+	"between": func(a time.Time, b any) string {
+		t, ok := timeOf(b)
+		if !ok {
+			return "—"
+		}
+		return span(max(t.Sub(a), 0))
+	},
+	"ms": func(ms *int64) string {
+		if ms == nil {
+			return "—"
+		}
+		return span(time.Duration(*ms) * time.Millisecond)
+	},
 	"deref": func(s *string) string {
 		if s == nil {
 			return ""
@@ -50,6 +77,35 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
+}
+
+// timeOf is the time of a time.Time or a non-nil *time.Time.
+func timeOf(v any) (time.Time, bool) {
+	switch v := v.(type) {
+	case time.Time:
+		return v, !v.IsZero()
+	case *time.Time:
+		if v != nil {
+			return *v, !v.IsZero()
+		}
+	}
+	return time.Time{}, false
+}
+
+// span writes a duration (not negative) short and readable: "850 ms",
+// "1.25 s", "4 m 05 s", "2 h 03 m", "3 d 04 h".
+func span(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(float64(d.Milliseconds())/1000, 'f', -1, 64) + " s"
+	case d < time.Hour:
+		return fmt.Sprintf("%d m %02d s", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%d h %02d m", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%d d %02d h", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 }
 
 func parseTemplates() (map[string]*template.Template, error) {

@@ -65,6 +65,9 @@ type Service interface {
 	Stats(ctx context.Context) (wire.StatsResponse, error)
 	Leader(ctx context.Context) (id string, epoch int64, err error)
 	JobGet(ctx context.Context, id int64) (wire.Job, error)
+	// JobTimeline returns a job with its attempts and timeline (GET
+	// /jobs/{id}/timeline).
+	JobTimeline(ctx context.Context, id int64) (wire.JobTimeline, error)
 	// JobGetByKey returns the job holding an idempotency key.
 	JobGetByKey(ctx context.Context, key string) (wire.Job, error)
 	// JobSearch returns a page of the jobs p selects whose payload holds

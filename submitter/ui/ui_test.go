@@ -122,6 +122,42 @@ func (f *fakeService) JobGet(_ context.Context, id int64) (wire.Job, error) {
 	return j, nil
 }
 
+// JobTimeline is the job's fixture with one timeline entry of every kind
+// and attempts of every sort (ended with a token, running, from before
+// tokens were recorded), hostile strings in each.
+func (f *fakeService) JobTimeline(ctx context.Context, id int64) (wire.JobTimeline, error) {
+	j, err := f.JobGet(ctx, id)
+	if err != nil {
+		return wire.JobTimeline{}, err
+	}
+	t0 := j.CreatedAt
+	at := func(ms int) *time.Time { t := t0.Add(time.Duration(ms) * time.Millisecond); return &t }
+	dur := int64(1250)
+	key, reason := hostile, hostile
+	return wire.JobTimeline{Job: j, IdempotencyKey: &key, DeadReason: &reason, LeaseExpiresAt: at(90_000), LeaseExtensions: 3,
+		Attempts: []wire.Attempt{
+			{Attempt: 1, WorkerID: j.Errors[0].WorkerID, EndedAt: at(500), Outcome: j.Errors[0].Reason, Error: j.Errors[0].Error},
+			{Attempt: 2, WorkerID: "w2", LeaseToken: "1234567890123456789", StartedAt: at(1000), EndedAt: at(2250), DurationMS: &dur,
+				LeaseExtensions: 2, Outcome: "error", Error: hostile + " boom", NextState: "retrying", RetryAt: at(4250)},
+			{Attempt: 3, WorkerID: "w3", Running: true, StartedAt: at(5000), LeaseExpiresAt: at(90_000), LeaseExtensions: 3, Outcome: "running"},
+		},
+		Timeline: []wire.TimelineEntry{
+			{At: t0, Kind: "submitted"},
+			{At: *at(500), Kind: "failed", Attempt: 1, WorkerID: hostile, Reason: "timeout", Error: hostile},
+			{At: *at(1000), Kind: "leased", Attempt: 2, WorkerID: "w2", LeaseToken: "1234567890123456789", LeaseExtensions: 2},
+			{At: *at(2250), Kind: "failed", Attempt: 2, WorkerID: "w2", LeaseToken: "1234567890123456789", Reason: "error", Error: hostile + " boom"},
+			{At: *at(2250), Kind: "backoff", Attempt: 2, Until: at(4250)},
+			{At: *at(2500), Kind: "released", Attempt: 2, WorkerID: hostile, LeaseToken: "42"},
+			{At: *at(3000), Kind: "stale_result", Attempt: 1, WorkerID: hostile, LeaseToken: "1234567890123456789", Outcome: hostile, OfAttempt: 2},
+			{At: *at(3100), Kind: "stale_result", WorkerID: "w9", LeaseToken: "7", Outcome: "completed"},
+			{At: *at(4000), Kind: "operator", Action: "job.requeue", Actor: hostile, Result: "ok"},
+			{At: *at(5000), Kind: "leased", Attempt: 3, WorkerID: "w3", Running: true, Until: at(90_000), LeaseExtensions: 3},
+			{At: *at(61_000), Kind: "dead", Attempt: 3, Reason: hostile},
+			{At: *at(3_700_000), Kind: "canceled", Reason: "dependency_failed", Error: hostile},
+			{At: *at(3_700_001), Kind: "completed", Attempt: 4, WorkerID: hostile, LeaseToken: "5"},
+		}}, nil
+}
+
 func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, error) {
 	f.calls.Add(1)
 	if key == "bad\x01" {
@@ -348,6 +384,17 @@ func TestPagesRender(t *testing.T) {
 		{name: "job", target: "/jobs/1", token: "admin", status: 200,
 			want: []string{`id="requeue"`, `action="../dlq/1/requeue"`, "&lt;script&gt;", `&#34;n&#34;: [`, "job_error", `src="../static/` + HTMXFile}},
 		{name: "job read only", target: "/jobs/1", token: "read", status: 200, wantNot: []string{`id="requeue"`, "<button type=\"submit\" id"}},
+		{name: "job timeline", target: "/jobs/1", token: "read", status: 200,
+			want: []string{`<ol class="timeline" id="timeline" aria-labelledby="timeline-heading">`, `data-kind="submitted"`, `data-kind="released"`, `data-kind="operator"`,
+				`data-kind="dead"`, `data-kind="canceled"`, `data-kind="completed"`,
+				`<span class="rel nowrap" title="2026-01-02 03:04:07.250 UTC">&#43;2.25 s</span>`,
+				"Retrying after a backoff of 2 s: due again at &#43;4.25 s",
+				"Rejected a stale result (&lt;script&gt;", "the lease of attempt 2, which had ended", "no lease this job remembers",
+				"Attempt 3 leased to <span class=\"wrap\">w3</span>; running, its lease runs to &#43;1 m 30 s, extended 3 times by heartbeats",
+				"(lease extended 2 times)", "&#43;1 h 01 m", "handed back by", "(not counted)",
+				`<td class="token">1234567890123456789</td>`, `<td class="token"><span class="muted">hidden while it runs</span></td>`,
+				`<td class="n nowrap">1.25 s</td>`, "retry at &#43;4.25 s", "lease to &#43;1 m 30 s",
+				`<tr data-outcome="job_error"><td class="n">1</td>`, "extended 3 times by heartbeats)"}},
 		{name: "job deep json", target: "/jobs/2", token: "read", status: 200, want: []string{"nested too deep to indent"}},
 		{name: "job large payload", target: "/jobs/3", token: "read", status: 200,
 			want: []string{`href="../jobs/3/payload"`, "too large to show here"}, wantNot: []string{"bbbbbbbbbbbbbbbbbbbbbbbbb"}},

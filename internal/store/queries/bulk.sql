@@ -29,7 +29,13 @@ UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
     WHERE id = ANY($1) AND status = 'failed'
 
 -- name: JobBulkDelete
-DELETE FROM jobs WHERE id = ANY($1) AND status IN ('completed', 'failed', 'canceled')
+WITH d AS (
+    DELETE FROM jobs WHERE id = ANY($1) AND status IN ('completed', 'failed', 'canceled') RETURNING id
+), {{deleteJobEvents}}
+SELECT count(*) FROM d
 
 -- name: JobDelete
-DELETE FROM jobs WHERE id = $1 AND status IN ('completed', 'failed', 'canceled') RETURNING status
+WITH d AS (
+    DELETE FROM jobs WHERE id = $1 AND status IN ('completed', 'failed', 'canceled') RETURNING id, status
+), {{deleteJobEvents}}
+SELECT status FROM d

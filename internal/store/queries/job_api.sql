@@ -5,7 +5,8 @@
 id, name, queue, priority, payload, status, attempts, max_retries, timeout_seconds,
     coalesce(idempotency_key, ''), coalesce(last_error, ''), errors, result, coalesce(worker_id, ''),
     coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at,
-    progress::int, coalesce(progress_message, ''), coalesce(limit_key, '')
+    progress::int, coalesce(progress_message, ''), coalesce(limit_key, ''), coalesce(dead_reason, ''),
+    lease_expires_at, lease_extensions, coalesce(last_lease_token, 0)
 
 -- name: JobInsertKeyedLookup
 SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)

@@ -62,7 +62,10 @@ UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
     WHERE id = ANY($1) AND status = 'failed'
 
 -- name: OperationApplyDelete
-DELETE FROM jobs WHERE id = ANY($1) AND status IN ('completed', 'failed', 'canceled')
+WITH d AS (
+    DELETE FROM jobs WHERE id = ANY($1) AND status IN ('completed', 'failed', 'canceled') RETURNING id
+), {{deleteJobEvents}}
+SELECT count(*) FROM d
 
 -- name: OperationApplyCancel
 -- JobCancel's change, on a batch.

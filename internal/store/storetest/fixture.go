@@ -25,7 +25,9 @@ type Fixture struct {
 	// FirstID and LastID bound the ids of the mix (the many-attempt job
 	// is LastID+1).
 	FirstID, LastID int64
-	// ManyAttempts is a failed job with Attempts attempts in its errors.
+	// ManyAttempts is a failed job with Attempts attempts in its errors
+	// (with tokens, starts and backoffs), five stale results in job_events
+	// and a requeue in the audit log.
 	ManyAttempts int64
 	Attempts     int
 	// Key is an idempotency key of one job, KeyID; every KeyEvery-th job
@@ -102,11 +104,28 @@ func FillJobs(ctx context.Context, url string, n int64) (Fixture, error) {
 		worker_id, dead_reason, started_at, finished_at, created_at)
 	SELECT 'flaky', 'default', '{"user": "u1"}', 'failed', 25, 24, 'attempt 25: connection reset',
 		jsonb_agg(jsonb_build_object('attempt', a, 'error', 'attempt ' || a || ': connection reset by peer',
-			'reason', 'job_error', 'worker_id', 'w' || (a % 7), 'at', now() - (26 - a) * interval '1 minute') ORDER BY a),
+			'reason', 'job_error', 'worker_id', 'w' || (a % 7), 'at', now() - (26 - a) * interval '1 minute',
+			'token', 4611686018427387904 + a, 'started', now() - (26 - a) * interval '1 minute' - interval '2 seconds',
+			'extended', a % 3, 'next_state', CASE WHEN a < 25 THEN 'retrying' ELSE 'failed' END)
+			|| CASE WHEN a < 25 THEN jsonb_build_object('retry_at', now() - (26 - a) * interval '1 minute' + interval '5 seconds')
+			        ELSE '{}' END ORDER BY a),
 		'w4', 'max_retries', now() - interval '1 minute', now(), now() - interval '30 minutes'
 	FROM generate_series(1, 25) AS a
 	RETURNING id`).Scan(&f.ManyAttempts); err != nil {
 		return f, fmt.Errorf("the job of 25 attempts: %w", err)
+	}
+	// Its timeline's events: late results of five of its leases, and a
+	// requeue refused (it was not dead yet).
+	if _, err := conn.Exec(ctx, `INSERT INTO job_events (job_id, at, kind, detail)
+		SELECT $1, now() - (26 - a) * interval '1 minute' + interval '1 second', 'stale_result',
+			jsonb_build_object('worker_id', 'w' || (a % 7), 'token', 4611686018427387904 + a, 'attempt', a, 'outcome', 'completed')
+		FROM generate_series(1, 25, 5) AS a`, f.ManyAttempts); err != nil {
+		return f, fmt.Errorf("the events of the job of 25 attempts: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO audit_log (at, actor, action, target_type, target_id, details)
+		VALUES (now() - interval '10 minutes', 'api_key:ops', 'job.requeue', 'job', $1::bigint::text, '{"result": "failed", "status": 409}')`,
+		f.ManyAttempts); err != nil {
+		return f, fmt.Errorf("the audit row of the job of 25 attempts: %w", err)
 	}
 	// A key in the middle of the table.
 	mid := n / 2 / f.KeyEvery * f.KeyEvery
