@@ -189,7 +189,7 @@ func (v service) DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse
 	if err != nil {
 		return wire.SubmitResponse{}, err
 	}
-	if err := v.s.store.JobRequeueDead(ctx, id); err != nil {
+	if err := v.s.store.JobRequeueDead(ctx, id, nil); err != nil {
 		done(failure(err))
 		return wire.SubmitResponse{}, v.s.storeError(storeOpRequeue, err)
 	}

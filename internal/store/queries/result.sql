@@ -22,6 +22,9 @@ SELECT id, lease_token, coalesce(worker_id, ''), attempts, max_retries, cancel_r
     FROM jobs WHERE id = ANY($1) AND status = $2 AND (SELECT dts_fence($3)) ORDER BY id FOR UPDATE
 
 -- name: FailLeasedUpdate
+-- error_fingerprint (migration 015): computed only for a job going to
+-- 'failed' (the CASE evaluates the function for those rows alone); every
+-- other outcome leaves it NULL, as it is on every job that is not dead.
 UPDATE jobs j SET status = u.state,
     next_run_at = CASE WHEN u.state = 'retrying' THEN now() + u.delay_ms * interval '1 millisecond' ELSE j.next_run_at END,
     finished_at = CASE WHEN u.state = 'retrying' THEN NULL ELSE now() END,
@@ -29,6 +32,7 @@ UPDATE jobs j SET status = u.state,
     errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'error', u.err,
         'reason', u.reason, 'worker_id', j.worker_id, 'at', now())),
     dead_reason = nullif(u.dead_why, ''),
+    error_fingerprint = CASE WHEN u.state = 'failed' THEN dts_error_fingerprint(u.err) END,
     started_at = {{startedAt}},
     lease_token = NULL, lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $9::timestamptz[])
