@@ -398,7 +398,7 @@ func (c *Console) requeueSelected(w http.ResponseWriter, r *http.Request) {
 // failure, not an error of the whole request.
 func (c *Console) requeue(ctx context.Context, ids []int64) (ok, failed int) {
 	for _, id := range ids {
-		if _, err := c.svc.DeadRequeue(ctx, id); err != nil {
+		if _, err := c.svc.DeadRequeue(ctx, id, nil); err != nil {
 			if status, _ := httpx.Classify(err); status >= 500 {
 				c.cfg.Logger.ErrorContext(ctx, "console requeue", "job_id", id, "error", err)
 			}

@@ -36,6 +36,7 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"io/fs"
@@ -73,7 +74,7 @@ type Service interface {
 	JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error)
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
 	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
-	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)
+	DeadRequeue(ctx context.Context, id int64, payload json.RawMessage) (wire.SubmitResponse, error)
 	// Rollup returns the per-minute rollup rows from since on (live.go,
 	// charts.go).
 	Rollup(ctx context.Context, since time.Time) ([]store.RollupRow, error)

@@ -185,7 +185,7 @@ func (f *fakeService) DeadList(context.Context, int, string) (wire.DLQResponse, 
 	return out, nil
 }
 
-func (f *fakeService) DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error) {
+func (f *fakeService) DeadRequeue(ctx context.Context, id int64, _ json.RawMessage) (wire.SubmitResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.jobs[id].Status != "failed" {
