@@ -415,6 +415,25 @@ func (c *Client) Requeue(ctx context.Context, id string) (Submitted, error) {
 	return out, err
 }
 
+// RequeueWithPayload makes a failed job pending again, as Requeue does,
+// with a new payload: payload is encoded with encoding/json (a
+// json.RawMessage is sent as it is; nil is null) and checked by the server
+// as a submitted payload is. A payload refused (ErrInvalidField) or a job
+// that is not failed (ErrConflict) changes nothing. Needs the admin scope.
+func (c *Client) RequeueWithPayload(ctx context.Context, id string, payload any) (Submitted, error) {
+	var out Submitted
+	p, err := json.Marshal(payload)
+	if err != nil {
+		return out, fmt.Errorf("encode payload of job %s: %w", id, err)
+	}
+	body, err := json.Marshal(wire.RequeueRequest{Payload: p})
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, request{method: http.MethodPost, path: "/dlq/" + url.PathEscape(id) + "/requeue", body: body}, &out)
+	return out, err
+}
+
 // Stats returns the counts of GET /stats.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	var s Stats

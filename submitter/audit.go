@@ -17,9 +17,24 @@ import (
 // The actor is the principal in ctx (httpx.PrincipalFrom): the API's
 // bearer token, or the console's login.
 func (s *Server) audit(ctx context.Context, action, targetType, targetID string) (done func(outcome map[string]any), err error) {
+	return s.auditWith(ctx, action, targetType, targetID, nil)
+}
+
+// auditWith is audit with details the row holds from the start, beside
+// "result": "attempted" (what the action was asked to do, such as a
+// requeue's new payload).
+func (s *Server) auditWith(ctx context.Context, action, targetType, targetID string, details map[string]any) (done func(outcome map[string]any), err error) {
 	actor := httpx.PrincipalFrom(ctx).Actor()
+	first := json.RawMessage(`{"result":"attempted"}`)
+	if len(details) > 0 {
+		m := map[string]any{"result": "attempted"}
+		for k, v := range details {
+			m[k] = v
+		}
+		first = detailsOf(m)
+	}
 	id, err := s.store.AuditInsert(ctx, store.AuditEntry{Actor: actor, Action: action, TargetType: targetType,
-		TargetID: targetID, Details: json.RawMessage(`{"result":"attempted"}`)})
+		TargetID: targetID, Details: first})
 	if err != nil {
 		return nil, s.storeError(storeOpAudit, err)
 	}

@@ -55,7 +55,7 @@ func (s *Server) bulkJobs(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.DecodeStrict(body, &req); err != nil {
 		return err
 	}
-	if req.Background || req.Queue != "" {
+	if req.Background || req.Queue != "" || req.Fingerprint != "" {
 		return s.bulkBackground(w, r, req) // operations.go
 	}
 	states, ok := bulkStates[req.Action]

@@ -348,9 +348,9 @@ func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (sto
 	}
 	p.DependsOnIndex = req.DependsOnIndex
 
-	payload, err := job.NormalizeJSON(req.Payload, maxPayload)
+	payload, err := checkPayload(req.Payload, maxPayload, prefix+"payload")
 	if err != nil {
-		return bad("payload", "%s", err.Error())
+		return store.JobInsertParams{}, err
 	}
 	p.Payload = payload
 
@@ -399,6 +399,18 @@ func validateUnique(req *wire.SubmitRequest, prefix string) (*store.Unique, erro
 		}
 	}
 	return u, nil
+}
+
+// checkPayload is the rule of every payload a job is given: a submitted
+// one, and the one a dead job is requeued with (service.DeadRequeue). It
+// returns the payload compacted (absent means null), or the 400 that names
+// field.
+func checkPayload(raw json.RawMessage, maxPayload int, field string) (json.RawMessage, error) {
+	payload, err := job.NormalizeJSON(raw, maxPayload)
+	if err != nil {
+		return nil, httpx.InvalidField(field, "%s", err.Error())
+	}
+	return payload, nil
 }
 
 // checkText returns why s is not acceptable as a name of at most max

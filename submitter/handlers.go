@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -373,13 +374,24 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// requeueDead handles POST /dlq/{id}/requeue (admin; audited).
+// requeueDead handles POST /dlq/{id}/requeue (admin; audited). The body
+// is optional: {"payload": ...} replaces the job's payload.
 func (s *Server) requeueDead(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
-	resp, err := s.svc.DeadRequeue(r.Context(), id)
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return err
+	}
+	var req wire.RequeueRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeObject(body, &req); err != nil {
+			return err
+		}
+	}
+	resp, err := s.svc.DeadRequeue(r.Context(), id, req.Payload)
 	if err != nil {
 		return err
 	}

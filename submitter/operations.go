@@ -216,6 +216,15 @@ func bulkFilter(req wire.BulkRequest) (store.OperationFilter, error) {
 	if req.Queue != "" && !validQueue(req.Queue) {
 		return f, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
 	}
+	if req.Fingerprint != "" {
+		if err := checkFingerprint(req.Fingerprint, req.Name); err != nil {
+			return f, err
+		}
+		if !slices.Contains(f.States, job.StateFailed) {
+			return f, httpx.InvalidField("fingerprint", "only dead (failed) jobs have one: it goes with %s and %s", wire.BulkRequeue, wire.BulkDelete)
+		}
+		f.Fingerprint, f.States = req.Fingerprint, []job.State{job.StateFailed}
+	}
 	return f, nil
 }
 
@@ -251,7 +260,7 @@ func (v service) BulkStart(ctx context.Context, req wire.BulkRequest) (wire.Bulk
 	actor := httpx.PrincipalFrom(ctx).Actor()
 	auditID, err := v.s.store.AuditInsert(ctx, store.AuditEntry{Actor: actor, Action: store.AuditJobBulk, TargetType: store.AuditTargetJob,
 		TargetID: req.Action, Details: detailsOf(map[string]any{"result": "attempted", "background": true, "status": req.Status,
-			"name": req.Name, "queue": req.Queue, "matched": n})})
+			"name": req.Name, "queue": req.Queue, "fingerprint": req.Fingerprint, "matched": n})})
 	if err != nil {
 		return resp, v.s.storeError(storeOpAudit, err)
 	}
@@ -321,7 +330,7 @@ func (v service) operationError(err error) error {
 
 func operationView(op store.Operation) wire.Operation {
 	v := wire.Operation{OperationID: formatID(op.ID), Action: op.Action, Name: op.Filter.Name, Queue: op.Filter.Queue,
-		State: op.State, Matched: op.Matched, Processed: op.Processed, Affected: op.Affected, Actor: op.Actor,
+		Fingerprint: op.Filter.Fingerprint, State: op.State, Matched: op.Matched, Processed: op.Processed, Affected: op.Affected, Actor: op.Actor,
 		CanceledBy: op.CanceledBy, Error: op.Error, CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(),
 		FinishedAt: optTime(op.FinishedAt), Statuses: make([]string, len(op.Filter.States))}
 	for i, st := range op.Filter.States {
@@ -383,8 +392,8 @@ func operationID(r *http.Request) (int64, error) {
 }
 
 // bulkBackground answers the POST /jobs/bulk requests that bulkJobs hands
-// over: background ones, and those filtering by queue (which only the
-// background path applies; a dry run of one counts).
+// over: background ones, and those filtering by queue or fingerprint
+// (which only the background path applies; a dry run of one counts).
 func (s *Server) bulkBackground(w http.ResponseWriter, r *http.Request, req wire.BulkRequest) error {
 	switch {
 	case req.DryRun:
@@ -397,6 +406,9 @@ func (s *Server) bulkBackground(w http.ResponseWriter, r *http.Request, req wire
 	case !req.Background:
 		if _, err := bulkFilter(req); err != nil {
 			return err
+		}
+		if req.Queue == "" {
+			return httpx.InvalidField("fingerprint", "a bulk action by fingerprint runs in the background: add \"background\": true")
 		}
 		return httpx.InvalidField("queue", "a bulk action by queue runs in the background: add \"background\": true")
 	}

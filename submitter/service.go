@@ -2,6 +2,7 @@ package submitter
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/dtsched/dts/internal/httpx"
@@ -107,8 +108,30 @@ func (v service) checkList(p store.JobListParams) (store.JobListParams, error) {
 	if p.Queue != "" && !validQueue(p.Queue) {
 		return p, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
 	}
+	if err := checkFingerprint(p.Fingerprint, p.Name); err != nil {
+		return p, err
+	}
 	p.MaxBytes = maxListBytes
 	return p, nil
+}
+
+// maxFingerprintLen bounds a fingerprint filter: dts_error_fingerprint
+// cuts fingerprints to 200 characters.
+const maxFingerprintLen = 200
+
+// checkFingerprint checks a fingerprint filter ("" is none): a
+// dead-letter group is a name and a fingerprint, so it needs name.
+func checkFingerprint(fp, name string) error {
+	if fp == "" {
+		return nil
+	}
+	if msg := checkText(fp, maxFingerprintLen); msg != "" {
+		return httpx.InvalidField("fingerprint", "%s", msg)
+	}
+	if name == "" {
+		return httpx.InvalidField("fingerprint", "goes with name: a dead-letter group is a job name and an error fingerprint")
+	}
+	return nil
 }
 
 // jobList runs a checked listing.
@@ -173,7 +196,7 @@ func (v service) DeadList(ctx context.Context, limit int, cursor string) (wire.D
 	}
 	resp := wire.DLQResponse{Jobs: make([]wire.DLQJob, len(dead))}
 	for i, d := range dead {
-		resp.Jobs[i] = wire.DLQJob{Job: jobView(d.Job), Reason: d.Reason}
+		resp.Jobs[i] = wire.DLQJob{Job: jobView(d.Job), Reason: d.Reason, Fingerprint: d.Fingerprint}
 	}
 	if next != nil {
 		c := formatDeadCursor(*next)
@@ -183,17 +206,39 @@ func (v service) DeadList(ctx context.Context, limit int, cursor string) (wire.D
 }
 
 // DeadRequeue makes a failed job pending again (audited: the row is
-// written before the job is touched, and records the outcome).
-func (v service) DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error) {
-	done, err := v.s.audit(ctx, store.AuditJobRequeue, store.AuditTargetJob, formatID(id))
+// written before the job is touched, and records the outcome). A payload,
+// when not nil, replaces the job's: it is checked first by the rule of
+// submitted payloads (checkPayload), and a payload refused changes
+// nothing and writes no audit row; the row of a requeue with a payload
+// says "payload_edited" from the start.
+func (v service) DeadRequeue(ctx context.Context, id int64, payload json.RawMessage) (wire.SubmitResponse, error) {
+	var details map[string]any
+	if payload != nil {
+		var err error
+		if payload, err = checkPayload(payload, v.s.cfg.MaxPayloadBytes, "payload"); err != nil {
+			return wire.SubmitResponse{}, err
+		}
+		details = map[string]any{"payload_edited": true, "payload_bytes": len(payload)}
+	}
+	done, err := v.s.auditWith(ctx, store.AuditJobRequeue, store.AuditTargetJob, formatID(id), details)
 	if err != nil {
 		return wire.SubmitResponse{}, err
 	}
-	if err := v.s.store.JobRequeueDead(ctx, id); err != nil {
+	if err := v.s.store.JobRequeueDead(ctx, id, payload); err != nil {
 		done(failure(err))
 		return wire.SubmitResponse{}, v.s.storeError(storeOpRequeue, err)
 	}
 	done(map[string]any{"result": "ok", "state": string(job.StatePending)})
 	v.s.wake()
 	return wire.SubmitResponse{JobID: formatID(id), Status: string(job.StatePending)}, nil
+}
+
+// DeadGroups returns the limit largest groups of dead jobs by name and
+// error fingerprint (the console's Dead letters page, which caches them).
+func (v service) DeadGroups(ctx context.Context, limit int) (store.DeadGroups, error) {
+	g, err := v.s.store.DeadGroups(ctx, limit)
+	if err != nil {
+		return g, v.s.storeError(storeOpDeadList, err)
+	}
+	return g, nil
 }

@@ -26,27 +26,9 @@ func (a *app) submitCmd() *cobra.Command {
   dtsctl submit sleep --payload 2 --wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			var body json.RawMessage
-			switch {
-			case payload != "" && payloadFile != "":
-				return usagef("--payload and --payload-file: give one")
-			case payload != "":
-				body = json.RawMessage(payload)
-			case payloadFile != "":
-				var b []byte
-				var err error
-				if payloadFile == "-" {
-					b, err = io.ReadAll(a.env.Stdin)
-				} else {
-					b, err = os.ReadFile(payloadFile)
-				}
-				if err != nil {
-					return fmt.Errorf("--payload-file: %w", err)
-				}
-				body = b
-			}
-			if body != nil && !json.Valid(body) {
-				return usagef("payload is not JSON (a string needs quotes: --payload '\"text\"')")
+			body, err := a.readPayload(payload, payloadFile)
+			if err != nil {
+				return err
 			}
 			var opts []client.Option
 			f := cmd.Flags()
@@ -112,6 +94,34 @@ func (a *app) submitCmd() *cobra.Command {
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "put the job under this key's limit (dtsctl limits)")
 	f.BoolVar(&wait, "wait", false, "wait until the job ends and print it (exit 1 if it failed or was canceled)")
 	return cmd
+}
+
+// readPayload reads the payload of --payload or --payload-file ("-" is
+// stdin): nil when neither is given. It must be JSON.
+func (a *app) readPayload(payload, payloadFile string) (json.RawMessage, error) {
+	var body json.RawMessage
+	switch {
+	case payload != "" && payloadFile != "":
+		return nil, usagef("--payload and --payload-file: give one")
+	case payload != "":
+		body = json.RawMessage(payload)
+	case payloadFile != "":
+		var b []byte
+		var err error
+		if payloadFile == "-" {
+			b, err = io.ReadAll(a.env.Stdin)
+		} else {
+			b, err = os.ReadFile(payloadFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--payload-file: %w", err)
+		}
+		body = b
+	}
+	if body != nil && !json.Valid(body) {
+		return nil, usagef("payload is not JSON (a string needs quotes: --payload '\"text\"')")
+	}
+	return body, nil
 }
 
 // jobOutcome is the error of a job that ended without completing.
@@ -421,6 +431,12 @@ func (a *app) act(cmd *cobra.Command, action, id string) error {
 	if err != nil {
 		return err
 	}
+	return a.printAction(sub)
+}
+
+// printAction prints the answer of an action on one job.
+func (a *app) printAction(sub client.Submitted) error {
+	var err error
 	if a.output == "table" && !a.quiet {
 		note := ""
 		if sub.CancelRequested {
@@ -498,12 +514,54 @@ func (a *app) dlqCmd() *cobra.Command {
 			return a.printJob(j)
 		}),
 	}
-	requeue := a.actionCmd("requeue", client.BulkRequeue, client.StatusFailed, "Make failed jobs pending again",
+	requeue := a.actionCmd("requeue", client.BulkRequeue, client.StatusFailed, "Make failed jobs pending again, one with a new payload",
 		`  dtsctl dlq requeue 7 9
+  dtsctl dlq requeue 7 --payload '{"to":"fixed@example.com"}'
+  dtsctl dlq show 7 -o json | jq .payload > p.json && $EDITOR p.json && dtsctl dlq requeue 7 --payload-file p.json
   dtsctl dlq requeue --name send_email --dry-run
   dtsctl dlq requeue --all --yes`)
+	a.withPayloadEdit(requeue)
 	purge := a.actionCmd("purge", client.BulkDelete, client.StatusFailed, "Delete failed jobs",
 		`  dtsctl dlq purge --all --dry-run
   dtsctl dlq purge --name webhook --yes`)
 	return group(cmd, ls, show, requeue, purge)
+}
+
+// withPayloadEdit gives dlq requeue --payload and --payload-file: requeue
+// one job with a new payload (POST /dlq/{id}/requeue with {"payload":
+// ...}), checked by the server as a submitted one is.
+func (a *app) withPayloadEdit(cmd *cobra.Command) {
+	var payload, payloadFile string
+	f := cmd.Flags()
+	f.StringVar(&payload, "payload", "", "with one ID: requeue it with this payload (JSON) instead of its own")
+	f.StringVar(&payloadFile, "payload-file", "", "with one ID: requeue it with the payload (JSON) of this file, - for stdin")
+	edited := run(func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usagef("--payload and --payload-file requeue one job: give one ID")
+		}
+		for _, name := range []string{"name", "all", "dry-run", "yes", "background"} {
+			if f.Changed(name) {
+				return usagef("--%s does not go with --payload or --payload-file", name)
+			}
+		}
+		body, err := a.readPayload(payload, payloadFile)
+		if err != nil {
+			return err
+		}
+		if body == nil {
+			return usagef("the new payload is empty: give a JSON value (null for none)")
+		}
+		sub, err := a.c.RequeueWithPayload(cmd.Context(), args[0], body)
+		if err != nil {
+			return err
+		}
+		return a.printAction(sub)
+	})
+	plain := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if f.Changed("payload") || f.Changed("payload-file") {
+			return edited(cmd, args)
+		}
+		return plain(cmd, args)
+	}
 }

@@ -24,9 +24,10 @@ const consoleFixtureJobs = 200_000
 // VACUUMed and ANALYZEd, no list query of the console runs a sequential
 // scan of jobs, with each filter the Jobs page offers (state, queue, name
 // and their combinations; the first page and a later one), nor those of
-// the Dead letters, Scheduled, Queues and Workers pages, the Overview's
-// due count, a job by id or key, a step of a payload search, and the
-// count of the all-matching confirmation. (The Overview's count of jobs by state does read the
+// the Dead letters (its list and its groups; a group's jobs, count and
+// batches), Scheduled, Queues and Workers pages, the Overview's due count,
+// a job by id or key, a step of a payload search, and the count of the
+// all-matching confirmation. (The Overview's count of jobs by state does read the
 // whole table: the refresher runs it, never a request; docs/benchmarks.md.)
 // Plans are made as the submitter's sessions make them: generic
 // (store.Open sets plan_cache_mode), so a partial index serves a filter
@@ -74,9 +75,9 @@ func TestConsoleListPlans(t *testing.T) {
 		plan{what: "Workers' leased jobs", query: store.Q("WorkerLeasedJobs")},
 		plan{what: "Queues", query: store.Q("QueueStatsList"), txSetup: store.Q("QueueStatsListSeqscanOff")},
 		plan{what: "Payload search, one step", query: store.Q("JobSearchPayload"),
-			args: []any{mid, "", "", pageLimit, "", mid - store.DefaultSearchSpan, "customer 42"}},
+			args: []any{mid, "", "", pageLimit, "", mid - store.DefaultSearchSpan, "customer 42", ""}},
 		plan{what: "Payload search, one step with filters", query: store.Q("JobSearchPayload"),
-			args: []any{mid, "failed", "report", pageLimit, "mail", mid - store.DefaultSearchSpan, "customer 42"}},
+			args: []any{mid, "failed", "report", pageLimit, "mail", mid - store.DefaultSearchSpan, "customer 42", ""}},
 		plan{what: "Overview's due jobs", query: store.Q("StatsGetDue"), txSetup: store.Q("StatsGetSeqscanOff")},
 		plan{what: "Job", query: store.Q("JobGet"), args: []any{mid}},
 		plan{what: "Job by key", query: store.Q("JobGetByKey"), args: []any{fx.Key}},
@@ -84,7 +85,22 @@ func TestConsoleListPlans(t *testing.T) {
 		plan{what: "Job timeline: its events", query: store.Q("JobTimelineGetEvents"), args: []any{fx.ManyAttempts, store.MaxTimelineEvents}},
 		plan{what: "Job timeline: its audit rows", query: store.Q("JobTimelineGetAudit"),
 			args: []any{strconv.FormatInt(fx.ManyAttempts, 10), store.MaxTimelineAudit}},
+		plan{what: "Dead letters' groups", query: store.Q("DeadGroups"), args: []any{50}},
 	)
+	// A dead-letter group's jobs (its link on Dead letters), first page
+	// and deep, and the confirmation and the batches of its Requeue all,
+	// for a large group and a small one.
+	for _, g := range []struct{ name, fp string }{{"send_email", "timeout after <dur>"}, {"report", "HTTP <n> from <url>"}} {
+		for _, before := range []int64{1<<63 - 1, mid} {
+			plans = append(plans, plan{what: fmt.Sprintf("Jobs of the dead group %+v before %d", g, before), query: store.Q("JobListDeadGroup"),
+				args: []any{before, "failed", g.name, pageLimit, "", g.fp}})
+		}
+		plans = append(plans,
+			plan{what: fmt.Sprintf("all matching the dead group %+v", g), query: store.Q("OperationCountDeadGroup"),
+				args: []any{[]string{"failed"}, g.name, "", false, g.fp}},
+			plan{what: fmt.Sprintf("a batch of the dead group %+v", g), query: store.Q("OperationStepSelectDeadGroup"),
+				args: []any{mid, []string{"failed"}, g.name, "", false, 1000, g.fp}})
+	}
 	// The confirmation of an all-matching action counts what it would
 	// change: requeue (failed) and cancel (pending, retrying, leased), any
 	// name and queue.

@@ -438,3 +438,62 @@ CREATE OR REPLACE TRIGGER jobs_release_dependents AFTER UPDATE OF status ON jobs
     WHEN (NEW.has_dependents AND NEW.status IN ('completed', 'failed', 'canceled')
           AND OLD.status IS DISTINCT FROM NEW.status)
     EXECUTE FUNCTION dts_jobs_release_dependents();
+
+-- dts_error_fingerprint is the rule that makes "the same error" of
+-- different dead jobs group together (the console's Dead letters groups,
+-- the fingerprint filter of lists and bulk actions): the first line of the
+-- error that is not blank, with what varies from one occurrence to the
+-- next replaced by placeholders, in this order:
+--
+--   control characters          a space
+--   "…", '…', `…` quoted text   <str> (a ' right after a letter or digit
+--                               is an apostrophe, not a quote)
+--   scheme://… (less a trailing punctuation mark)   <url>
+--   user@host.domain            <email>
+--   UUIDs                       <uuid>
+--   [IPv6] and IPv4 addresses, with their :port   <ip>
+--   0x…, and words of 6 or more hex digits holding both a letter and a
+--   digit (ids, hashes)         <hex>
+--   Go durations (1m30.5s, 250ms) and "30 seconds"   <dur>
+--   other numbers               <n>
+--
+-- then runs of whitespace become one space, the ends are trimmed and the
+-- result is cut to 200 characters; an empty result is '<empty>'. So a
+-- fingerprint is never NULL or empty and holds no control character (the
+-- API's text checks accept it as a filter value). Only the first 500
+-- characters of the line are read, which bounds the work per error.
+--
+-- It is called only for a job going to 'failed' (FailLeasedUpdate) and by
+-- the backfill of migration 015. TestErrorFingerprint compares examples.
+-- Changing the rule changes the groups of the jobs that die from then on;
+-- the dead jobs keep their stored fingerprint unless a migration
+-- fingerprints them again (UPDATE jobs SET error_fingerprint =
+-- dts_error_fingerprint(last_error) WHERE status = 'failed').
+CREATE OR REPLACE FUNCTION dts_error_fingerprint(p_error text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    s text := coalesce(substring(p_error FROM '[^\r\n]*\S[^\r\n]*'), '');
+BEGIN
+    s := left(s, 500);
+    s := regexp_replace(s, '[[:cntrl:]]', ' ', 'g');
+    s := regexp_replace(s, '"[^"]*"', '<str>', 'g');
+    s := regexp_replace(s, '(^|[^[:alnum:]])''[^'']*''', '\1<str>', 'g');
+    s := regexp_replace(s, '`[^`]*`', '<str>', 'g');
+    s := regexp_replace(s, '\m[A-Za-z][A-Za-z0-9+.-]*://[^\s<>]*[^]\s<>.,;:!?)]', '<url>', 'g');
+    s := regexp_replace(s, '[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+', '<email>', 'g');
+    s := regexp_replace(s, '\m[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\M', '<uuid>', 'g');
+    s := regexp_replace(s, '\[[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\](:[0-9]+)?', '<ip>', 'g');
+    s := regexp_replace(s, '\m[0-9]{1,3}(\.[0-9]{1,3}){3}(:[0-9]+)?\M', '<ip>', 'g');
+    s := regexp_replace(s, '\m0[xX][0-9A-Fa-f]+\M', '<hex>', 'g');
+    s := regexp_replace(s, '\m(?=[0-9]*[A-Fa-f])(?=[A-Fa-f]*[0-9])[0-9A-Fa-f]{6,}\M', '<hex>', 'g');
+    s := regexp_replace(s, '\m([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+\M', '<dur>', 'g');
+    s := regexp_replace(s, '\m[0-9]+(\.[0-9]+)? ?(nanoseconds?|microseconds?|milliseconds?|seconds?|secs?|minutes?|mins?|hours?|days?)\M',
+                        '<dur>', 'g');
+    s := regexp_replace(s, '[0-9]+(\.[0-9]+)?', '<n>', 'g');
+    s := left(btrim(regexp_replace(s, '\s+', ' ', 'g')), 200);
+    IF s = '' THEN
+        RETURN '<empty>';
+    END IF;
+    RETURN s;
+END
+$$;

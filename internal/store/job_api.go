@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -384,7 +385,7 @@ func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSea
 	for hi > 1 {
 		lo := max(hi-p.Span, 1)
 		rows, err := s.pool.Query(sctx, q("JobSearchPayload"), hi, string(p.List.State), p.List.Name,
-			p.List.Limit-len(res.Jobs), p.List.Queue, lo, p.Text)
+			p.List.Limit-len(res.Jobs), p.List.Queue, lo, p.Text, p.List.Fingerprint)
 		var found []*job.Job
 		full := false // p.List.MaxBytes reached
 		if err == nil {
@@ -428,16 +429,25 @@ func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSea
 
 // JobListParams filters a listing; zero values mean no filter.
 type JobListParams struct {
-	State  job.State
-	Name   string
-	Queue  string
-	Before int64 // cursor: only ids below this
-	Limit  int   // 0 or less: no limit
+	State job.State
+	Name  string
+	Queue string
+	// Fingerprint keeps the dead jobs whose error has this fingerprint
+	// (dts_error_fingerprint): with Name, one dead-letter group. JobList
+	// takes it only with Name (the group's index needs both); a payload
+	// search takes it alone too.
+	Fingerprint string
+	Before      int64 // cursor: only ids below this
+	Limit       int   // 0 or less: no limit
 	// MaxBytes bounds the bytes of the page's jobs as jobBytes counts
 	// them; 0 or less: no bound. The page ends before the job that would
 	// pass it (the first job is always in), and the cursor then leads on.
 	MaxBytes int
 }
+
+// errFingerprintNeedsName refuses a list by fingerprint without a name:
+// a dead-letter group is a name and a fingerprint, and its index needs both.
+var errFingerprintNeedsName = errors.New("a fingerprint filter needs a name filter")
 
 // JobList returns jobs newest first, and the cursor for the next page (0 at the end).
 func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64, error) {
@@ -449,7 +459,16 @@ func (s *Store) JobList(ctx context.Context, p JobListParams) ([]*job.Job, int64
 		n := p.Limit + 1
 		limit = &n
 	}
-	rows, err := s.pool.Query(ctx, q("JobList"), p.Before, string(p.State), p.Name, limit, p.Queue)
+	var rows pgx.Rows
+	var err error
+	switch {
+	case p.Fingerprint == "":
+		rows, err = s.pool.Query(ctx, q("JobList"), p.Before, string(p.State), p.Name, limit, p.Queue)
+	case p.Name == "":
+		return nil, 0, fmt.Errorf("list jobs: %w", errFingerprintNeedsName)
+	default:
+		rows, err = s.pool.Query(ctx, q("JobListDeadGroup"), p.Before, string(p.State), p.Name, limit, p.Queue, p.Fingerprint)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", interpretError(err))
 	}
@@ -549,9 +568,16 @@ func (s *Store) JobCancel(ctx context.Context, id int64) (CancelResult, error) {
 }
 
 // JobRequeueDead makes a failed (dead) job pending again with its attempts
-// reset; its error history stays. Other states give job.ErrConflict.
-func (s *Store) JobRequeueDead(ctx context.Context, id int64) error {
-	tag, err := s.pool.Exec(ctx, q("JobRequeueDead"), id)
+// reset; its error history stays. A payload, when not nil, replaces the
+// job's (the caller has checked it: job.NormalizeJSON); nil keeps it. Other
+// states give job.ErrConflict, and nothing changes.
+func (s *Store) JobRequeueDead(ctx context.Context, id int64, payload json.RawMessage) error {
+	var text *string // NULL: keep the payload
+	if payload != nil {
+		t := string(payload)
+		text = &t
+	}
+	tag, err := s.pool.Exec(ctx, q("JobRequeueDead"), id, text)
 	if err != nil {
 		return fmt.Errorf("requeue job %d: %w", id, interpretError(err))
 	}
@@ -568,6 +594,9 @@ func (s *Store) JobRequeueDead(ctx context.Context, id int64) error {
 type DeadJob struct {
 	Job    *job.Job
 	Reason string
+	// Fingerprint is its error's (dts_error_fingerprint); "" for a job
+	// made dead by hand, outside the store.
+	Fingerprint string
 }
 
 // DeadList returns failed jobs, the most recently failed first.
@@ -610,7 +639,7 @@ func (s *Store) DeadListPage(ctx context.Context, p DeadListParams) ([]DeadJob, 
 	out, more, err := collectPage(rows, p.Limit, p.MaxBytes, func(row pgx.Rows) (DeadJob, error) {
 		var d DeadJob
 		var err error
-		d.Job, err = scanJob(scanTail{row, &d.Reason})
+		d.Job, err = scanJob(scanTail{row, []any{&d.Reason, &d.Fingerprint}})
 		return d, err
 	}, func(d DeadJob) *job.Job { return d.Job })
 	if err != nil {
@@ -630,10 +659,59 @@ func (s *Store) DeadListPage(ctx context.Context, p DeadListParams) ([]DeadJob, 
 // scanTail appends extra destinations after the job columns.
 type scanTail struct {
 	row  pgx.Row
-	tail any
+	tail []any
 }
 
-func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail)...) }
+func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail...)...) }
+
+// DeadGroup is the dead jobs of one name whose errors have one
+// fingerprint (dts_error_fingerprint).
+type DeadGroup struct {
+	Name string
+	// Fingerprint is "" for dead jobs without one (made dead outside the
+	// store): such a group cannot be selected by fingerprint.
+	Fingerprint string
+	Count       int64
+	LastFailed  time.Time // the newest failure of the group
+	NewestID    int64     // the group's newest job (highest id)
+	Sample      string    // that job's error, as stored
+}
+
+// DeadGroups is the DLQ's largest groups and how many there are.
+type DeadGroups struct {
+	Groups []DeadGroup // the largest first (ties: the most recently failed)
+	Total  int64       // groups in all
+	Dead   int64       // dead jobs in all
+}
+
+// DeadGroups returns the limit largest groups of dead jobs by name and
+// error fingerprint. It reads every dead job's index entry: callers share
+// its answer for a while (the console caches it) rather than run it per
+// viewer.
+func (s *Store) DeadGroups(ctx context.Context, limit int) (DeadGroups, error) {
+	rows, err := s.pool.Query(ctx, q("DeadGroups"), limit)
+	if err != nil {
+		return DeadGroups{}, fmt.Errorf("group dead jobs: %w", interpretError(err))
+	}
+	var out DeadGroups
+	out.Groups, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadGroup, error) {
+		var g DeadGroup
+		var fp *string
+		var last *time.Time
+		err := r.Scan(&g.Name, &fp, &g.Count, &last, &g.NewestID, &g.Sample, &out.Total, &out.Dead)
+		if fp != nil {
+			g.Fingerprint = *fp
+		}
+		if last != nil {
+			g.LastFailed = *last
+		}
+		return g, err
+	})
+	if err != nil {
+		return DeadGroups{}, fmt.Errorf("group dead jobs: %w", interpretError(err))
+	}
+	return out, nil
+}
 
 // JobCountState counts the jobs in one state.
 func (s *Store) JobCountState(ctx context.Context, state job.State) (int64, error) {

@@ -287,7 +287,7 @@ func TestJobRequeueDead(t *testing.T) {
 	c := e.claimOne(t, dead, "w")
 	e.fail(t, noRetryPolicy(t), store.Failure{ID: dead, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID, Error: "bad input", Reason: job.ReasonPermanent, Permanent: true})
 
-	if err := e.s.JobRequeueDead(e.ctx, dead); err != nil {
+	if err := e.s.JobRequeueDead(e.ctx, dead, nil); err != nil {
 		t.Fatalf("requeue: %v", err)
 	}
 	j := e.get(t, dead)
@@ -307,10 +307,10 @@ func TestJobRequeueDead(t *testing.T) {
 		t.Errorf("claim after requeue = %+v, want the requeued job at attempt 1", c)
 	}
 
-	if err := e.s.JobRequeueDead(e.ctx, other); !errors.Is(err, job.ErrConflict) {
+	if err := e.s.JobRequeueDead(e.ctx, other, nil); !errors.Is(err, job.ErrConflict) {
 		t.Errorf("requeue a leased job: %v, want ErrConflict", err)
 	}
-	if err := e.s.JobRequeueDead(e.ctx, 1_000_000); !errors.Is(err, job.ErrNotFound) {
+	if err := e.s.JobRequeueDead(e.ctx, 1_000_000, nil); !errors.Is(err, job.ErrNotFound) {
 		t.Errorf("requeue an unknown job: %v, want ErrNotFound", err)
 	}
 }

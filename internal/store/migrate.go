@@ -26,6 +26,12 @@ import (
 // TestMigrationChecksumsRecorded fails when a file differs from it, so an
 // edit fails the tests too. functions.sql is not a migration: it is applied
 // on every start and edited in place.
+//
+// A migration whose data change needs a function of functions.sql (which
+// is applied after the migrations, since its functions use their tables)
+// leaves that change to a statement Migrate runs right after
+// functions.sql, in the same transaction, when that migration was applied
+// in this run: 015's backfill of error fingerprints.
 
 //go:embed migrations/*.up.sql
 var migrationFS embed.FS
@@ -137,6 +143,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
 		if len(edited) > 0 {
 			return fmt.Errorf("migrate: %w", errors.Join(edited...))
 		}
+		ran := map[string]bool{} // applied in this run
 		for _, m := range ms {
 			if _, ok := applied[m.version]; ok {
 				continue
@@ -147,6 +154,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
 			if _, err := tx.Exec(ctx, q("MigrateRecord"), m.version); err != nil {
 				return fmt.Errorf("migrate: record %s: %w", m.version, err)
 			}
+			ran[m.version] = true
 		}
 		versions, sums := make([]string, len(ms)), make([]string, len(ms))
 		for i, m := range ms {
@@ -157,6 +165,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
 		}
 		if _, err := tx.Exec(ctx, functionsSQL); err != nil {
 			return fmt.Errorf("migrate: apply functions.sql: %w", err)
+		}
+		if ran["015_dlq_fingerprint"] {
+			if _, err := tx.Exec(ctx, q("MigrateBackfillFingerprints")); err != nil {
+				return fmt.Errorf("migrate: fingerprint the dead jobs (015_dlq_fingerprint): %w", err)
+			}
 		}
 		return nil
 	})

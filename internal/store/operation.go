@@ -39,6 +39,17 @@ type OperationFilter struct {
 	States []job.State // required: the states the action applies to
 	Name   string      // "": any
 	Queue  string      // "": any
+	// Fingerprint keeps the dead jobs whose error has this fingerprint:
+	// with Name (required with it), one dead-letter group. "": any.
+	Fingerprint string
+}
+
+// check refuses a fingerprint without a name (see JobListParams).
+func (f OperationFilter) check() error {
+	if f.Fingerprint != "" && f.Name == "" {
+		return errFingerprintNeedsName
+	}
+	return nil
 }
 
 func (f OperationFilter) states() []string {
@@ -74,7 +85,7 @@ func scanOperation(row pgx.Row) (Operation, error) {
 	var states []string
 	var auditID *int64
 	var errText, canceledBy *string
-	err := row.Scan(&o.ID, &o.Action, &states, &o.Filter.Name, &o.Filter.Queue, &o.State, &o.Matched, &o.Processed,
+	err := row.Scan(&o.ID, &o.Action, &states, &o.Filter.Name, &o.Filter.Queue, &o.Filter.Fingerprint, &o.State, &o.Matched, &o.Processed,
 		&o.Affected, &o.AfterID, &o.Actor, &auditID, &errText, &canceledBy, &o.CreatedAt, &o.UpdatedAt, &o.FinishedAt)
 	if err != nil {
 		return o, err
@@ -100,8 +111,17 @@ func skipRequested(action string) bool { return action == "cancel" }
 
 // OperationCount counts the jobs f selects for action.
 func (s *Store) OperationCount(ctx context.Context, action string, f OperationFilter) (int64, error) {
+	if err := f.check(); err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
 	var n int64
-	err := s.pool.QueryRow(ctx, q("OperationCount"), f.states(), f.Name, f.Queue, skipRequested(action)).Scan(&n)
+	var err error
+	if f.Fingerprint == "" {
+		err = s.pool.QueryRow(ctx, q("OperationCount"), f.states(), f.Name, f.Queue, skipRequested(action)).Scan(&n)
+	} else {
+		err = s.pool.QueryRow(ctx, q("OperationCountDeadGroup"), f.states(), f.Name, f.Queue, skipRequested(action),
+			f.Fingerprint).Scan(&n)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count jobs: %w", interpretError(err))
 	}
@@ -121,8 +141,11 @@ type OperationCreateParams struct {
 
 // OperationCreate records a new running operation held by p.Owner.
 func (s *Store) OperationCreate(ctx context.Context, p OperationCreateParams) (Operation, error) {
+	if err := p.Filter.check(); err != nil {
+		return Operation{}, fmt.Errorf("create operation: %w", err)
+	}
 	o, err := scanOperation(s.pool.QueryRow(ctx, q("OperationCreate"), p.Action, p.Filter.states(), p.Filter.Name,
-		p.Filter.Queue, p.Matched, p.Actor, p.AuditID, p.Owner, millis(p.Lease)))
+		p.Filter.Queue, p.Matched, p.Actor, p.AuditID, p.Owner, millis(p.Lease), p.Filter.Fingerprint))
 	if err != nil {
 		return o, fmt.Errorf("create operation: %w", interpretError(err))
 	}
@@ -185,17 +208,23 @@ func (s *Store) OperationStep(ctx context.Context, id int64, owner string, lease
 	var res OperationStepResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = OperationStepResult{}
-		var action, name, queue string
+		var action, name, queue, fingerprint string
 		var states []string
 		var after int64
-		err := tx.QueryRow(ctx, q("OperationStepLock"), id, owner).Scan(&action, &states, &name, &queue, &after)
+		err := tx.QueryRow(ctx, q("OperationStepLock"), id, owner).Scan(&action, &states, &name, &queue, &fingerprint, &after)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrOperationLost
 		}
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, q("OperationStepSelect"), after, states, name, queue, skipRequested(action), batch)
+		var rows pgx.Rows
+		if fingerprint == "" {
+			rows, err = tx.Query(ctx, q("OperationStepSelect"), after, states, name, queue, skipRequested(action), batch)
+		} else {
+			rows, err = tx.Query(ctx, q("OperationStepSelectDeadGroup"), after, states, name, queue, skipRequested(action),
+				batch, fingerprint)
+		}
 		if err != nil {
 			return err
 		}

@@ -85,6 +85,11 @@ type BulkRequest struct {
 	Name string `json:"name,omitempty"`
 	// Queue keeps jobs of one queue. Empty: any.
 	Queue string `json:"queue,omitempty"`
+	// Fingerprint keeps the dead jobs whose error has this fingerprint
+	// (GET /dlq's "fingerprint"): with Name, which it needs, one
+	// dead-letter group. Only dead jobs have one, so it goes with requeue
+	// and delete, and, like Queue, only in the background. Empty: any.
+	Fingerprint string `json:"fingerprint,omitempty"`
 	// DryRun counts the jobs selected and changes nothing.
 	DryRun bool `json:"dry_run,omitempty"`
 	// Background runs the action as an operation (GET /operations/{id}):

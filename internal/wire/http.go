@@ -210,6 +210,20 @@ type JobListResponse struct {
 type DLQJob struct {
 	Job
 	Reason string `json:"reason"`
+	// Fingerprint is its error's first line with what varies (numbers,
+	// ids, quoted text, durations, addresses) replaced by placeholders:
+	// the dead jobs of one name with one fingerprint are a group, which
+	// POST /jobs/bulk selects with "name" and "fingerprint". "" for a job
+	// made dead outside the scheduler.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// RequeueRequest is the optional body of POST /dlq/{id}/requeue.
+type RequeueRequest struct {
+	// Payload, when present (null included), replaces the job's payload;
+	// it is checked as a submitted payload is. Absent: the job keeps its
+	// payload.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // DLQResponse answers GET /dlq, the most recently failed first.

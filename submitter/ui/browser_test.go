@@ -63,6 +63,7 @@ type site struct {
 	read       string
 	console    string // the console's root URL as the browser sees it
 	failed     []string
+	grouped    []string // dead jobs of one group: "timeout after <dur>"
 	bulk       []string
 	bigPayload string
 	dbURL      string // for processes a test starts (browser_ops_test.go)
@@ -135,8 +136,10 @@ func (s *site) status(id string) string {
 }
 
 // seed makes 60 "bulk" jobs, 4 dead ones with hostile names, errors and
-// three attempts each, a job with a payload too large to show and one
-// with deep JSON.
+// three attempts each, 5 dead "grouped" jobs whose errors differ only in a
+// duration (one dead-letter group), a job with a payload too large to show
+// and one with deep JSON. The dead jobs are made as the fail path leaves
+// them, error fingerprint included.
 func (s *site) seed() {
 	var batch []map[string]any
 	for i := range 60 {
@@ -164,13 +167,17 @@ func (s *site) seed() {
 			{"attempt": 3, "error": "permanent: " + hostile, "reason": "permanent", "worker_id": "w<b>3</b>", "at": now.Add(-time.Minute),
 				"token": 2930117361820734201, "started": now.Add(-time.Minute - 800*time.Millisecond), "next_state": "failed"},
 		})
-		if _, err := s.db.Exec(s.t.Context(), `UPDATE jobs SET status = 'failed', attempts = 3, finished_at = now(),
-			created_at = now() - interval '4 minutes',
-			dead_reason = 'permanent', errors = $2, last_error = $3, worker_id = 'w3' WHERE id = $1`,
-			r.JobID, errs, "permanent: "+hostile); err != nil {
+		s.kill(r.JobID, "permanent: "+hostile, errs)
+		if _, err := s.db.Exec(s.t.Context(), `UPDATE jobs SET created_at = now() - interval '4 minutes' WHERE id = $1`, r.JobID); err != nil {
 			s.t.Fatal(err)
 		}
 		s.failed = append(s.failed, r.JobID)
+	}
+	for i := range 5 {
+		var r wire.SubmitResponse
+		s.call("POST", "/submit_job", fmt.Sprintf(`{"name":"grouped","payload":{"n":%d}}`, i), &r)
+		s.kill(r.JobID, fmt.Sprintf("timeout after %ds\ngoroutine 1 [running]:", 10+i), nil)
+		s.grouped = append(s.grouped, r.JobID)
 	}
 	var r wire.SubmitResponse
 	s.call("POST", "/submit_job", `{"name":"big","payload":"`+strings.Repeat("B", 300<<10)+`"}`, &r)
@@ -181,6 +188,20 @@ func (s *site) seed() {
 		SELECT date_trunc('minute', now()) - i * interval '1 minute', n, 20 + (i * 7) % 13, i % 3, 25, 4 + i % 5, 30 + (i * 11) % 40,
 			(i * 17) % 50, (i * 5) % 30
 		FROM generate_series(1, 60) AS i, (VALUES (''), ('bulk')) AS t(n)`); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// kill makes a job dead as the fail path leaves it: its error, history
+// (nil: one attempt) and fingerprint.
+func (s *site) kill(id, errText string, errs []byte) {
+	s.t.Helper()
+	if errs == nil {
+		errs, _ = json.Marshal([]map[string]any{{"attempt": 1, "error": errText, "reason": "timeout", "worker_id": "w1", "at": time.Now()}})
+	}
+	if _, err := s.db.Exec(s.t.Context(), `UPDATE jobs SET status = 'failed', attempts = 3, finished_at = now(),
+		dead_reason = 'permanent', errors = $2, last_error = $3, worker_id = 'w3', error_fingerprint = dts_error_fingerprint($3)
+		WHERE id = $1`, id, errs, errText); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -248,9 +269,10 @@ func (b *browser) listen(ev any) {
 	case *cdplog.EventEntryAdded:
 		e := ev.Entry
 		// 401 and 403 answers are expected where the test forges requests,
-		// the 404 where it opens the error page.
+		// the 404 where it opens the error page, the 400 where it sends a
+		// payload that is not JSON.
 		if e.Source == cdplog.EntrySourceNetwork && (strings.Contains(e.Text, "status of 403") || strings.Contains(e.Text, "status of 401") ||
-			strings.HasSuffix(e.URL, "/console/nope")) {
+			strings.HasSuffix(e.URL, "/console/nope") || strings.Contains(e.Text, "status of 400") && strings.HasSuffix(e.URL, "/requeue")) {
 			return
 		}
 		if e.Level == cdplog.EntryLevelError || e.Level == cdplog.EntryLevelWarning || e.Source == cdplog.EntrySourceSecurity {
@@ -397,7 +419,7 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	dlq := text(t, b, `#dlq-depth`)
-	if dlq != strconv.FormatInt(stats.DLQDepth, 10) || dlq != "4" {
+	if dlq != strconv.FormatInt(stats.DLQDepth, 10) || dlq != "9" {
 		t.Errorf("overview DLQ depth %s, /stats says %d", dlq, stats.DLQDepth)
 	}
 	if n := count(t, b, `#charts svg[role=img]`); n != 4 {
@@ -484,8 +506,19 @@ func TestBrowser(t *testing.T) {
 	b.axe(t, "job")
 	b.do(t, "big job", chromedp.Navigate(s.console+"jobs/"+s.bigPayload), chromedp.WaitVisible(chromedp.CSS(`#download-payload`)))
 
-	// Dead letters: select two and requeue them.
+	// Dead letters: the groups first, the largest first, their text
+	// inert; then select two jobs and requeue them.
 	b.do(t, "dlq", chromedp.Navigate(s.console+"dlq"), chromedp.WaitVisible(chromedp.CSS(`#requeue-selected`)))
+	if n := count(t, b, `table.groups tbody tr`); n != 2 {
+		t.Errorf("%d groups shown, want 2", n)
+	}
+	g, n := text(t, b, `tr[data-group="0"] td:nth-child(2)`), strings.Fields(text(t, b, `tr[data-group="0"] td:nth-child(3)`))
+	if g != "timeout after <dur>" || len(n) == 0 || n[0] != "5" {
+		t.Errorf("the largest group shows %q, %q", g, n)
+	}
+	if g := text(t, b, `tr[data-group="1"] td:nth-child(2)`); !strings.Contains(g, `<script>alert(<str>)</script>`) {
+		t.Errorf("the hostile group's fingerprint shows as %q", g)
+	}
 	b.shot(t, shots, "dlq")
 	b.axe(t, "dlq")
 	b.do(t, "requeue selected",
@@ -495,6 +528,67 @@ func TestBrowser(t *testing.T) {
 	if msg != "2 jobs requeued." || s.status(s.failed[0]) != "pending" || s.status(s.failed[1]) != "pending" || s.status(s.failed[2]) != "failed" {
 		t.Errorf("after requeueing two: %q, states %s %s %s", msg, s.status(s.failed[0]), s.status(s.failed[1]), s.status(s.failed[2]))
 	}
+
+	// A group: its jobs, then Requeue all of it (the all-matching
+	// operation on its fingerprint), which requeues those 5 jobs and no
+	// other.
+	b.do(t, "a group's jobs", chromedp.Click(chromedp.CSS(`tr[data-group="0"] .group-jobs`)))
+	b.waitJS(t, "the group's jobs", `location.pathname.endsWith("/jobs") && document.querySelectorAll("#results tbody tr").length === 5`)
+	for _, id := range s.grouped {
+		if n := count(t, b, `#results tr[data-job-id="`+id+`"]`); n != 1 {
+			t.Errorf("the group's jobs lack %s", id)
+		}
+	}
+	b.do(t, "requeue a group", chromedp.Navigate(s.console+"dlq"), chromedp.WaitVisible(chromedp.CSS(`tr[data-group="0"] .group-requeue`)),
+		chromedp.Click(chromedp.CSS(`tr[data-group="0"] .group-requeue`)), chromedp.WaitVisible(chromedp.CSS(`#bulk-confirm`)))
+	if n := text(t, b, `#bulk-matched`); n != "5" {
+		t.Errorf("the group's confirmation counts %s jobs, want 5", n)
+	}
+	b.do(t, "confirm the group's requeue", chromedp.Click(chromedp.CSS(`#bulk-confirm`)), chromedp.WaitVisible(chromedp.CSS(`#op-progress`)))
+	b.waitJS(t, "the group's operation ends", `document.querySelector("#operation").dataset.state === "done"`)
+	if got := text(t, b, `#op-affected`); got != "5" {
+		t.Errorf("the group's operation changed %s jobs, want 5", got)
+	}
+	for _, id := range s.grouped {
+		if st := s.status(id); st != "pending" {
+			t.Errorf("grouped job %s is %s after its group's requeue", id, st)
+		}
+	}
+	if n := s.count(`SELECT count(*) FROM jobs WHERE status = 'failed'`); n != 2 {
+		t.Errorf("%d dead jobs after the group's requeue, want the other group's 2", n)
+	}
+	s.wantAudit("job.bulk", "requeue")
+
+	// Requeue with an edited payload, from the dead job's page: JSON that
+	// does not parse is refused, with where, and changes nothing; then a
+	// good one requeues the job with it.
+	b.do(t, "edit a payload", chromedp.Navigate(s.console+"jobs/"+s.failed[3]), chromedp.WaitVisible(chromedp.CSS(`#edit-requeue`)),
+		chromedp.Click(chromedp.CSS(`#edit-requeue`)), chromedp.WaitVisible(chromedp.CSS(`#payload`)))
+	if v := get(t, b, "the payload", chromedp.Value(chromedp.CSS(`#payload`))); !strings.Contains(v, `"to": "<script>`) {
+		t.Errorf("the form holds %q", v)
+	}
+	b.do(t, "send bad JSON", chromedp.SetValue(chromedp.CSS(`#payload`), "{\n  \"to\": "+hostile+"\n}"),
+		chromedp.Click(chromedp.CSS(`#requeue-edited`)), chromedp.WaitVisible(chromedp.CSS(`#payload-error`)))
+	if msg := text(t, b, `#payload-error`); !strings.Contains(msg, "payload: must be valid JSON") || !strings.Contains(msg, "line 2") {
+		t.Errorf("bad JSON: %q", msg)
+	}
+	b.shot(t, shots, "requeue")
+	b.axe(t, "requeue with a payload")
+	if st := s.status(s.failed[3]); st != "failed" {
+		t.Errorf("refused JSON changed the job: %s", st)
+	}
+	b.do(t, "send good JSON", chromedp.SetValue(chromedp.CSS(`#payload`), `{"to": "fixed@example.com"}`),
+		chromedp.Click(chromedp.CSS(`#requeue-edited`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+	if msg := text(t, b, `.flash`); msg != "1 job requeued with the edited payload." {
+		t.Errorf("after the edited requeue: %q", msg)
+	}
+	var edited wire.Job
+	s.call("GET", "/jobs/"+s.failed[3], "", &edited)
+	if edited.Status != "pending" || string(edited.Payload) != `{"to":"fixed@example.com"}` {
+		t.Errorf("after the edited requeue: %s %s", edited.Status, edited.Payload)
+	}
+	s.wantAudit("job.requeue", s.failed[3])
+	s.kill(s.failed[3], "permanent: "+hostile, nil) // dead again, for the cross-origin check below
 
 	// Queues: pause the default queue (the 60 bulk jobs wait in it) from
 	// the page with JavaScript on, then resume it with JavaScript off;

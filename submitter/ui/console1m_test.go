@@ -89,7 +89,10 @@ func BenchmarkConsole1M(b *testing.B) {
 		{"payload_search_found", jobsURL(`payload:"customer 42\""`)},                     // 1 job in 977
 		{"payload_search_state_failed", jobsURL(`state:failed payload:"customer 42\""`)}, // 1 in 9,770
 		{"payload_search_nowhere", jobsURL("payload:nowhere-to-be-found")},               // reads every payload, or stops
-		{"dlq", "/ui/dlq"},
+		{"dlq", "/ui/dlq"}, // its groups are counted once per groupsEvery: the first view of each round counts
+		{"jobs_dead_group_large", jobsURL(`state:failed name:send_email fingerprint:"timeout after <dur>"`)},
+		{"jobs_dead_group_small", jobsURL(`state:failed name:report fingerprint:"HTTP <n> from <url>"`)},
+		{"bulk_confirm_dead_group", "/ui/bulk?action=requeue&from=dlq&q=" + url.QueryEscape(`state:failed name:report fingerprint:"HTTP <n> from <url>"`)},
 		{"scheduled", "/ui/scheduled"},
 		{"workers", "/ui/workers"},
 		{"bulk_confirm_requeue", "/ui/bulk?action=requeue&from=dlq&q=" + url.QueryEscape("state:failed")},

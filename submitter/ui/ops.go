@@ -247,7 +247,7 @@ func bulkRequest(v url.Values) (wire.BulkRequest, bulkData, error) {
 		return wire.BulkRequest{}, d, httpx.InvalidField("q", "payload: cannot choose the jobs of an action")
 	}
 	p := se.P
-	return wire.BulkRequest{Action: d.Action, Status: string(p.State), Name: p.Name, Queue: p.Queue}, d, nil
+	return wire.BulkRequest{Action: d.Action, Status: string(p.State), Name: p.Name, Queue: p.Queue, Fingerprint: p.Fingerprint}, d, nil
 }
 
 // bulkConfirm handles GET bulk?q=&action=: the filter is run again, and

@@ -2,7 +2,6 @@ package ui
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -326,121 +325,6 @@ func (c *Console) download(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// ---- Dead letters ----
-
-type deadData struct {
-	Jobs     []wire.DLQJob
-	NextURL  string
-	FirstURL string
-}
-
-func (c *Console) dead(w http.ResponseWriter, r *http.Request) {
-	cursor := r.URL.Query().Get("cursor")
-	resp, err := c.svc.DeadList(r.Context(), pageSize, cursor)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	d := deadData{Jobs: resp.Jobs}
-	if resp.NextCursor != nil {
-		d.NextURL = rootOf(r) + "dlq?cursor=" + url.QueryEscape(*resp.NextCursor)
-	}
-	if cursor != "" {
-		d.FirstURL = rootOf(r) + "dlq"
-	}
-	c.render(w, r, http.StatusOK, "dlq", Page{Title: "Dead letters", Nav: "dlq", Flash: flash(r), Data: d})
-}
-
-// requeueOne handles POST dlq/{id}/requeue, from the DLQ page or the
-// job's page (form field from=job): back there, saying what happened.
-func (c *Console) requeueOne(w http.ResponseWriter, r *http.Request) {
-	if !c.adminForm(w, r) {
-		return
-	}
-	id, err := pathID(r)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	ok, failed := c.requeue(r.Context(), []int64{id})
-	back := "dlq"
-	if r.PostForm.Get("from") == "job" {
-		back = "jobs/" + strconv.FormatInt(id, 10)
-	}
-	redirect(w, rootOf(r)+back+outcome(ok, failed))
-}
-
-// requeueSelected handles POST dlq/requeue with the ids ticked (id=1&id=2).
-func (c *Console) requeueSelected(w http.ResponseWriter, r *http.Request) {
-	if !c.adminForm(w, r) {
-		return
-	}
-	raw := r.PostForm["id"]
-	if len(raw) > maxRequeueIDs {
-		c.fail(w, r, httpx.InvalidField("id", "at most %d at once", maxRequeueIDs))
-		return
-	}
-	ids := make([]int64, 0, len(raw))
-	for _, s := range raw {
-		id, err := parseID(s)
-		if err != nil {
-			c.fail(w, r, httpx.InvalidField("id", "must be job ids"))
-			return
-		}
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	ok, failed := c.requeue(r.Context(), slices.Compact(ids))
-	redirect(w, rootOf(r)+"dlq"+outcome(ok, failed))
-}
-
-// requeue requeues each job through the service (each audited on its own)
-// and counts the outcomes. A job no longer dead (requeued meanwhile) is a
-// failure, not an error of the whole request.
-func (c *Console) requeue(ctx context.Context, ids []int64) (ok, failed int) {
-	for _, id := range ids {
-		if _, err := c.svc.DeadRequeue(ctx, id); err != nil {
-			if status, _ := httpx.Classify(err); status >= 500 {
-				c.cfg.Logger.ErrorContext(ctx, "console requeue", "job_id", id, "error", err)
-			}
-			failed++
-			continue
-		}
-		ok++
-	}
-	return ok, failed
-}
-
-func outcome(ok, failed int) string {
-	return "?requeued=" + strconv.Itoa(ok) + "&failed=" + strconv.Itoa(failed)
-}
-
-// flash says what the last action did, from the numbers its redirect
-// carries (numbers only: nothing from the URL is shown as is).
-func flash(r *http.Request) string {
-	q := r.URL.Query()
-	if !q.Has("requeued") {
-		return ""
-	}
-	ok, _ := strconv.Atoi(q.Get("requeued"))
-	failed, _ := strconv.Atoi(q.Get("failed"))
-	switch {
-	case ok == 0 && failed == 0:
-		return "Nothing was selected."
-	case failed == 0:
-		return plural(ok, "job") + " requeued."
-	default:
-		return plural(ok, "job") + " requeued; " + plural(failed, "job") + " could not be (no longer dead, or gone)."
-	}
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
 // ---- login ----
 
 type loginData struct {
@@ -449,7 +333,7 @@ type loginData struct {
 }
 
 // nextPage accepts only a place inside the console as a login's next.
-var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq|queues|workers|scheduled|operations/[0-9]{1,19})?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
+var nextPage = regexp.MustCompile(`^(jobs|jobs/[0-9]{1,19}|dlq|dlq/[0-9]{1,19}/edit|queues|workers|scheduled|operations/[0-9]{1,19})?(\?[A-Za-z0-9_.~%&=+:-]*)?$`)
 
 func safeNext(s string) string {
 	if !nextPage.MatchString(s) {
@@ -474,7 +358,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		redirect(w, rootOf(r))
 		return
 	}
-	if err := parseForm(w, r); err != nil {
+	if err := parseForm(w, r, maxFormBytes); err != nil {
 		c.fail(w, r, err)
 		return
 	}

@@ -13,7 +13,9 @@ import (
 
 // search is what the Jobs search box asks for: a list (P), or one job by
 // id or by idempotency key, which must also match P's filters; Payload,
-// when set, keeps the listed jobs whose payload holds it.
+// when set, keeps the listed jobs whose payload holds it. P.Fingerprint
+// (fingerprint:) keeps the dead jobs whose error has it: with name:, a
+// group of the Dead letters page.
 type search struct {
 	P       store.JobListParams
 	ID      int64
@@ -25,13 +27,19 @@ type search struct {
 func (s search) one() bool { return s.ID > 0 || s.Key != "" }
 
 // parseQuery reads the Jobs search box: space-separated qualifiers
-// state: (or status:), name:, queue:, id:, key: (an idempotency key) and
-// payload: (text the payload's JSON holds), each at most once; a value with spaces is written in double quotes
+// state: (or status:), name:, queue:, id:, key: (an idempotency key),
+// payload: (text the payload's JSON holds) and fingerprint: (a dead job's
+// error fingerprint), each at most once; a value with spaces is written in double quotes
 // (name:"send email"). A word without a qualifier is a name. Checking the
 // values is the service's (the API's rules); id must be a job id.
 func parseQuery(s string) (se search, err error) {
-	if err = parseTerms(s, &se); err == nil && se.Payload != "" && se.one() {
+	err = parseTerms(s, &se)
+	switch {
+	case err != nil:
+	case se.Payload != "" && se.one():
 		err = errors.New("payload: searches a list; it does not go with id or key")
+	case se.P.Fingerprint != "" && se.one():
+		err = errors.New("fingerprint: lists a dead-letter group; it does not go with id or key")
 	}
 	return se, err
 }
@@ -74,8 +82,10 @@ func parseTerms(s string, se *search) (err error) {
 			se.Key = val
 		case "payload":
 			se.Payload = val
+		case "fingerprint":
+			p.Fingerprint = val
 		default:
-			return fmt.Errorf("unknown qualifier %q (use state, name, queue, id, key or payload)", truncate(key, 40))
+			return fmt.Errorf("unknown qualifier %q (use state, name, queue, id, key, payload or fingerprint)", truncate(key, 40))
 		}
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 
 // pageNames are the templates/<name>.html files, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"overview", "jobs", "job", "dlq", "queues", "login", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dlq", "requeue", "queues", "login", "error"}
 
 var funcs = template.FuncMap{
 	"short": truncate,

@@ -62,6 +62,7 @@ import (
 type Service interface {
 	OpsService   // ops.go
 	QueueService // queues.go
+	DeadService  // dlq.go
 	Stats(ctx context.Context) (wire.StatsResponse, error)
 	Leader(ctx context.Context) (id string, epoch int64, err error)
 	JobGet(ctx context.Context, id int64) (wire.Job, error)
@@ -75,8 +76,6 @@ type Service interface {
 	// where to go on (NextCursor).
 	JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error)
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
-	DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error)
-	DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error)
 	// Rollup returns the per-minute rollup rows from since on (live.go,
 	// charts.go).
 	Rollup(ctx context.Context, since time.Time) ([]store.RollupRow, error)
@@ -100,6 +99,12 @@ type Config struct {
 	// GrafanaURL is the base URL of the Grafana serving deploy/grafana's
 	// dashboard; each chart links to its panel. Default "": no links.
 	GrafanaURL string
+	// MaxPayloadBytes is the largest payload the service accepts (the
+	// submitter's MAX_PAYLOAD_BYTES): it sizes the body limit of the form
+	// that requeues a dead job with an edited payload (the service checks
+	// the payload itself). Default 0: maxInlineBytes (256 KiB), the
+	// largest payload the form is offered for.
+	MaxPayloadBytes int
 	// Logger receives the errors behind 5xx pages. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -130,7 +135,9 @@ const (
 	maxRequeueIDs  = 1000
 	maxInlineBytes = 256 << 10 // larger payloads and results are a download
 	maxPrettyDepth = 32        // deeper JSON is shown compact, as stored
-	maxQueryLen    = 1000
+	// maxQueryLen bounds a search: room for a dead-letter group's name and
+	// fingerprint (128 and 200 characters), quoted with escapes.
+	maxQueryLen = 4096
 )
 
 //go:embed templates/*.html
@@ -147,6 +154,7 @@ type Console struct {
 	snap    *refresher
 	streams atomic.Int32 // open event streams
 	lists   sharedLists
+	groups  deadGroups // dlq.go
 	handler http.Handler
 }
 
@@ -211,6 +219,7 @@ func (c *Console) routes() http.Handler {
 		r.Get("/jobs/{id}/{part:payload|result}", c.download)
 		r.Get("/dlq", c.dead)
 		r.Post("/dlq/requeue", c.requeueSelected)
+		r.Get("/dlq/{id}/edit", c.editPage)
 		r.Post("/dlq/{id}/requeue", c.requeueOne)
 		c.opsRoutes(r)   // ops.go
 		c.queueRoutes(r) // queues.go
@@ -390,9 +399,14 @@ type errorData struct {
 // adminForm checks a console action before it runs: the admin scope,
 // then the form. On failure it has answered and reports false.
 func (c *Console) adminForm(w http.ResponseWriter, r *http.Request) bool {
+	return c.adminFormMax(w, r, maxFormBytes)
+}
+
+// adminFormMax is adminForm for a form of up to limit bytes.
+func (c *Console) adminFormMax(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	err := requireAdmin(r)
 	if err == nil {
-		err = parseForm(w, r)
+		err = parseForm(w, r, limit)
 	}
 	if err != nil {
 		c.fail(w, r, err)
@@ -410,9 +424,9 @@ func requireAdmin(r *http.Request) error {
 	return nil
 }
 
-// parseForm reads a POST form of at most maxFormBytes.
-func parseForm(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+// parseForm reads a POST form of at most limit bytes.
+func parseForm(w http.ResponseWriter, r *http.Request, limit int64) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

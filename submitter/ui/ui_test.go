@@ -42,6 +42,11 @@ type fakeService struct {
 	rollup   []store.RollupRow
 	requeued []int64
 	lists    []store.JobListParams
+	// dlq_test.go's: the payloads jobs were requeued with (by id), and
+	// the counts of the groups
+	payloads map[int64]string
+	groups   atomic.Int64
+	slowDead atomic.Int64 // how long DeadGroups takes, in nanoseconds
 	// ops_test.go's actions
 	drained    []string
 	ran        []int64
@@ -219,16 +224,6 @@ func (f *fakeService) DeadList(context.Context, int, string) (wire.DLQResponse, 
 	c := "123-1"
 	out.NextCursor = &c
 	return out, nil
-}
-
-func (f *fakeService) DeadRequeue(ctx context.Context, id int64) (wire.SubmitResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.jobs[id].Status != "failed" {
-		return wire.SubmitResponse{}, job.ErrConflict
-	}
-	f.requeued = append(f.requeued, id)
-	return wire.SubmitResponse{JobID: itoa(id), Status: "pending"}, nil
 }
 
 // tokens is an Authenticator over fixed tokens.

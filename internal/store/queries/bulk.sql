@@ -25,7 +25,7 @@ RETURNING id, status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, '
 -- name: JobBulkRequeue
 -- JobRequeueDead's change, on many jobs.
 UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
-    finished_at = NULL, dead_reason = NULL, cancel_requested = false
+    finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL
     WHERE id = ANY($1) AND status = 'failed'
 
 -- name: JobBulkDelete

@@ -54,6 +54,16 @@ SELECT {{jobColumns}} FROM jobs
     WHERE id < $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
     ORDER BY id DESC LIMIT $4
 
+-- name: JobListDeadGroup
+-- The jobs of one dead-letter group (a name and an error fingerprint;
+-- only dead jobs have one), newest first: a descent of
+-- jobs_dead_groups_idx, in id order, however rare the group. The
+-- parameters are JobList's, $6 the fingerprint.
+SELECT {{jobColumns}} FROM jobs
+    WHERE status = 'failed' AND name = $3 AND error_fingerprint = $6 AND id < $1
+        AND ($2 = '' OR $2 = 'failed') AND ($5 = '' OR queue = $5)
+    ORDER BY id DESC LIMIT $4
+
 -- name: JobSearchPayloadTop
 SELECT coalesce(max(id), 0) + 1 FROM jobs
 
@@ -65,7 +75,7 @@ SELECT coalesce(max(id), 0) + 1 FROM jobs
 -- milliseconds and can stop between two.
 SELECT {{jobColumns}} FROM jobs
     WHERE id < $1 AND id >= $6 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
-        AND strpos(payload::text, $7) > 0
+        AND ($8 = '' OR error_fingerprint = $8) AND strpos(payload::text, $7) > 0
     ORDER BY id DESC LIMIT $4
 
 -- name: JobCancel
@@ -78,14 +88,36 @@ RETURNING status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
     coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)
 
 -- name: JobRequeueDead
+-- $2: the payload to run it with (JSON text, checked by the caller), NULL
+-- to keep the one it has.
 UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
-    finished_at = NULL, dead_reason = NULL, cancel_requested = false
+    finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL,
+    payload = coalesce($2::jsonb, payload)
     WHERE id = $1 AND status = 'failed'
 
 -- name: DeadListPage
-SELECT {{jobColumns}}, coalesce(dead_reason, '') FROM jobs
+SELECT {{jobColumns}}, coalesce(dead_reason, ''), coalesce(error_fingerprint, '') FROM jobs
     WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2))
     ORDER BY finished_at DESC, id DESC LIMIT $3
+
+-- name: DeadGroups
+-- The dead jobs by name and error fingerprint, the $1 largest groups
+-- (ties: the most recently failed first), each with its newest failure,
+-- its newest job (the highest id) and that job's error as a sample; with
+-- the number of groups and of dead jobs in all. The groups are read from
+-- jobs_dead_groups_idx alone (an index-only scan, in group order, where the
+-- visibility map allows); the samples are $1 primary-key look-ups.
+WITH g AS (
+    SELECT name, error_fingerprint AS fp, count(*) AS n, max(finished_at) AS last_at, max(id) AS newest
+    FROM jobs WHERE status = 'failed'
+    GROUP BY name, error_fingerprint
+), top AS (
+    SELECT g.*, count(*) OVER () AS groups, sum(g.n) OVER ()::bigint AS dead FROM g
+    ORDER BY g.n DESC, g.last_at DESC NULLS LAST, g.name, g.fp LIMIT $1
+)
+SELECT top.name, top.fp, top.n, top.last_at, top.newest, coalesce(j.last_error, ''), top.groups, top.dead
+FROM top LEFT JOIN jobs j ON j.id = top.newest
+ORDER BY top.n DESC, top.last_at DESC NULLS LAST, top.name, top.fp
 
 -- name: JobCountState
 SELECT count(*) FROM jobs WHERE status = $1

@@ -25,3 +25,14 @@ INSERT INTO schema_migrations (version) VALUES ($1)
 UPDATE schema_migrations m SET checksum = u.checksum
 FROM unnest($1::text[], $2::text[]) AS u(version, checksum)
 WHERE m.version = u.version AND m.checksum IS NULL
+
+-- name: MigrateBackfillFingerprints
+-- Migration 015's backfill: the dead jobs there before it get their
+-- fingerprint. It runs after functions.sql, which defines the function, in
+-- the same transaction as the migration. One statement, not batches: the
+-- migration's ALTER TABLE holds jobs' ACCESS EXCLUSIVE lock until Migrate
+-- commits whatever happens, so batches would release nothing sooner; the
+-- statement reads only the dead jobs (jobs_finished_idx), so its cost is
+-- the DLQ's size, not the table's.
+UPDATE jobs SET error_fingerprint = dts_error_fingerprint(last_error)
+    WHERE status = 'failed' AND error_fingerprint IS NULL

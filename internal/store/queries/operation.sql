@@ -3,7 +3,7 @@
 -- transaction; the action statements are those of bulk.sql's, on a batch.
 
 -- name: operationColumns
-id, action, states, name, queue, state, matched, processed, affected, after_id, actor, audit_id, error,
+id, action, states, name, queue, fingerprint, state, matched, processed, affected, after_id, actor, audit_id, error,
     canceled_by, created_at, updated_at, finished_at
 
 -- name: operationCountOf
@@ -23,9 +23,16 @@ SELECT (SELECT count(*) FROM jobs WHERE $1 && ARRAY['pending', 'retrying']
      + (SELECT count(*) FROM jobs WHERE $1 && ARRAY['completed', 'canceled']
             AND status IN ('completed', 'canceled') AND status = ANY($1) AND {{operationCountOf}})
 
+-- name: OperationCountDeadGroup
+-- OperationCount of one dead-letter group (name $2 and fingerprint $5;
+-- only dead jobs have a fingerprint): a range of jobs_dead_groups_idx.
+SELECT count(*) FROM jobs
+    WHERE 'failed' = ANY($1) AND status = 'failed' AND name = $2 AND error_fingerprint = $5
+        AND ($3 = '' OR queue = $3) AND NOT ($4 AND cancel_requested)
+
 -- name: OperationCreate
-INSERT INTO operations (action, states, name, queue, matched, actor, audit_id, owner, lease_until)
-    VALUES ($1, $2, $3, $4, $5, $6, nullif($7, 0), $8, now() + $9 * interval '1 millisecond')
+INSERT INTO operations (action, states, name, queue, fingerprint, matched, actor, audit_id, owner, lease_until)
+    VALUES ($1, $2, $3, $4, $10, $5, $6, nullif($7, 0), $8, now() + $9 * interval '1 millisecond')
     RETURNING {{operationColumns}}
 
 -- name: OperationGet
@@ -39,13 +46,23 @@ UPDATE operations SET state = 'canceled', canceled_by = $2, finished_at = now(),
     WHERE id = $1 AND state = 'running' RETURNING {{operationColumns}}
 
 -- name: OperationStepLock
-SELECT action, states, name, queue, after_id FROM operations
+SELECT action, states, name, queue, fingerprint, after_id FROM operations
     WHERE id = $1 AND state = 'running' AND owner = $2 FOR UPDATE
 
 -- name: OperationStepSelect
 SELECT id FROM jobs
     WHERE id > $1 AND status = ANY($2) AND ($3 = '' OR name = $3) AND ($4 = '' OR queue = $4)
         AND NOT ($5 AND cancel_requested)
+    ORDER BY id LIMIT $6 FOR UPDATE
+
+-- name: OperationStepSelectDeadGroup
+-- OperationStepSelect of one dead-letter group (name $3, fingerprint $7):
+-- the next batch is a range of jobs_dead_groups_idx, in id order, so a
+-- small group among many dead jobs costs a descent, not a walk of the
+-- table.
+SELECT id FROM jobs
+    WHERE 'failed' = ANY($2) AND status = 'failed' AND name = $3 AND error_fingerprint = $7 AND id > $1
+        AND ($4 = '' OR queue = $4) AND NOT ($5 AND cancel_requested)
     ORDER BY id LIMIT $6 FOR UPDATE
 
 -- name: OperationStepProgress
@@ -58,7 +75,7 @@ UPDATE operations SET after_id = $2, processed = processed + $3, affected = affe
 -- name: OperationApplyRequeue
 -- JobRequeueDead's change, on a batch.
 UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
-    finished_at = NULL, dead_reason = NULL, cancel_requested = false
+    finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL
     WHERE id = ANY($1) AND status = 'failed'
 
 -- name: OperationApplyDelete

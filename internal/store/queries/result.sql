@@ -30,6 +30,9 @@ SELECT id, lease_token, coalesce(worker_id, ''), attempts, max_retries, cancel_r
 -- extended (lease extensions), next_state (retrying, failed, canceled)
 -- and, when retrying, retry_at (the end of the backoff). Older entries
 -- lack the last five; readers take them as unknown.
+-- error_fingerprint (migration 015): computed only for a job going to
+-- 'failed' (the CASE evaluates the function for those rows alone); every
+-- other outcome leaves it NULL, as it is on every job that is not dead.
 UPDATE jobs j SET status = u.state,
     next_run_at = CASE WHEN u.state = 'retrying' THEN now() + u.delay_ms * interval '1 millisecond' ELSE j.next_run_at END,
     finished_at = CASE WHEN u.state = 'retrying' THEN NULL ELSE now() END,
@@ -41,6 +44,7 @@ UPDATE jobs j SET status = u.state,
                 THEN jsonb_build_object('retry_at', now() + u.delay_ms * interval '1 millisecond')
                 ELSE '{}' END),
     dead_reason = nullif(u.dead_why, ''),
+    error_fingerprint = CASE WHEN u.state = 'failed' THEN dts_error_fingerprint(u.err) END,
     started_at = {{startedAt}},
     last_lease_token = j.lease_token, lease_token = NULL, lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $9::timestamptz[])

@@ -42,7 +42,10 @@ type Fixture struct {
 
 // The mix, by i % 100: 65 completed, 10 failed (100,000 dead jobs in a
 // million), 3 canceled, 12 pending (2 of them due in the future), 8
-// retrying (half in backoff), 2 leased.
+// retrying (half in backoff), 2 leased. The dead jobs' errors are of four
+// kinds (60 % a timeout, 20 % a refused connection to one of 91 addresses,
+// 10 % an HTTP 5xx from one of 977 URLs, 10 % a user not found), each kind
+// one fingerprint, so the DLQ has about 30 groups (8 names, 4 errors).
 const mix = `CASE
     WHEN i % 100 < 65 THEN 'completed'
     WHEN i % 100 < 75 THEN 'failed'
@@ -67,7 +70,7 @@ func FillJobs(ctx context.Context, url string, n int64) (Fixture, error) {
 	// they do in service; names and queues skewed (the last name is 1 in
 	// 10,000).
 	stmt := `INSERT INTO jobs (name, queue, priority, payload, status, attempts, max_retries, idempotency_key,
-		last_error, errors, result, worker_id, lease_token, lease_expires_at, dead_reason,
+		last_error, errors, result, worker_id, lease_token, lease_expires_at, dead_reason, error_fingerprint,
 		created_at, started_at, finished_at, next_run_at)
 	SELECT
 		CASE WHEN i % 10000 = 7 THEN 'rare_job' ELSE (ARRAY['send_email','send_email','send_email','resize_image','resize_image',
@@ -79,21 +82,29 @@ func FillJobs(ctx context.Context, url string, n int64) (Fixture, error) {
 		CASE st WHEN 'completed' THEN 1 WHEN 'failed' THEN 4 WHEN 'retrying' THEN 2 WHEN 'leased' THEN 1 ELSE 0 END,
 		3,
 		CASE WHEN i % 10 = 0 THEN 'key-' || i END,
-		CASE WHEN st IN ('failed', 'retrying') THEN 'timeout after 30s' END,
-		CASE WHEN st IN ('failed', 'retrying') THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'error', 'timeout after 30s',
+		err,
+		CASE WHEN st IN ('failed', 'retrying') THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'error', err,
 			'reason', 'timeout', 'worker_id', 'w' || (i % 40), 'at', t)) ELSE '[]' END,
 		CASE WHEN st = 'completed' THEN '{"ok": true}'::jsonb END,
 		CASE WHEN st IN ('leased', 'completed', 'failed') THEN 'w' || (i % 40) END,
 		CASE WHEN st = 'leased' THEN i END,
 		CASE WHEN st = 'leased' THEN now() + interval '5 minutes' END,
 		CASE WHEN st = 'failed' THEN 'max_retries' END,
+		CASE WHEN st = 'failed' THEN dts_error_fingerprint(err) END,
 		t,
 		CASE WHEN st IN ('completed', 'failed', 'leased') THEN t + interval '1 second' END,
 		CASE WHEN st IN ('completed', 'failed', 'canceled') THEN t + interval '2 seconds' END,
 		CASE WHEN st IN ('pending', 'retrying') AND i % 100 IN (88, 89, 94, 95, 96, 97) THEN now() + (i % 3600) * interval '1 second'
 			ELSE t END
-	FROM (SELECT i, now() - interval '7 days' + i * ($2::float8 / $1) * interval '1 second' AS t, ` + mix + ` AS st
-		FROM generate_series(1, $1) AS i) AS g`
+	FROM (SELECT i, t, st, CASE
+			WHEN st = 'retrying' THEN 'timeout after 30s'
+			WHEN st <> 'failed' THEN NULL
+			WHEN i % 10 < 6 THEN 'timeout after 30s'
+			WHEN i % 10 < 8 THEN 'dial tcp 10.0.' || (i % 7) || '.' || (i % 13) || ':5432: connect: connection refused'
+			WHEN i % 10 < 9 THEN 'HTTP ' || (500 + i % 4) || ' from https://api.example.com/v1/users/' || (i % 977)
+			ELSE 'user "u' || (i % 50000) || '" not found' END AS err
+		FROM (SELECT i, now() - interval '7 days' + i * ($2::float8 / $1) * interval '1 second' AS t, ` + mix + ` AS st
+			FROM generate_series(1, $1) AS i) AS g0) AS g`
 	if _, err := conn.Exec(ctx, stmt, n, (7 * 24 * time.Hour).Seconds()); err != nil {
 		return f, fmt.Errorf("insert %d jobs: %w", n, err)
 	}
@@ -101,7 +112,7 @@ func FillJobs(ctx context.Context, url string, n int64) (Fixture, error) {
 		return f, fmt.Errorf("ids: %w", err)
 	}
 	if err := conn.QueryRow(ctx, `INSERT INTO jobs (name, queue, payload, status, attempts, max_retries, last_error, errors,
-		worker_id, dead_reason, started_at, finished_at, created_at)
+		worker_id, dead_reason, started_at, finished_at, created_at, error_fingerprint)
 	SELECT 'flaky', 'default', '{"user": "u1"}', 'failed', 25, 24, 'attempt 25: connection reset',
 		jsonb_agg(jsonb_build_object('attempt', a, 'error', 'attempt ' || a || ': connection reset by peer',
 			'reason', 'job_error', 'worker_id', 'w' || (a % 7), 'at', now() - (26 - a) * interval '1 minute',
@@ -109,7 +120,8 @@ func FillJobs(ctx context.Context, url string, n int64) (Fixture, error) {
 			'extended', a % 3, 'next_state', CASE WHEN a < 25 THEN 'retrying' ELSE 'failed' END)
 			|| CASE WHEN a < 25 THEN jsonb_build_object('retry_at', now() - (26 - a) * interval '1 minute' + interval '5 seconds')
 			        ELSE '{}' END ORDER BY a),
-		'w4', 'max_retries', now() - interval '1 minute', now(), now() - interval '30 minutes'
+		'w4', 'max_retries', now() - interval '1 minute', now(), now() - interval '30 minutes',
+		dts_error_fingerprint('attempt 25: connection reset')
 	FROM generate_series(1, 25) AS a
 	RETURNING id`).Scan(&f.ManyAttempts); err != nil {
 		return f, fmt.Errorf("the job of 25 attempts: %w", err)
