@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/dtsched/dts/internal/httpx"
@@ -151,21 +152,26 @@ func (v service) jobList(ctx context.Context, p store.JobListParams) (wire.JobLi
 	return resp, nil
 }
 
-// maxSearchLen bounds the text a payload search looks for.
-const maxSearchLen = 200
+// maxSearchLen bounds each text a search looks for; maxSearchPath the
+// segments of a payload path.
+const (
+	maxSearchLen  = 200
+	maxSearchPath = 16
+)
 
-// JobSearch returns a page of the jobs p selects whose payload's JSON
-// text holds text, newest first (the console's payload:). It stops after
-// ui.SearchBudget: stopped says so, and the NextCursor is where to go on.
-func (v service) JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error) {
+// JobSearch returns a page of the jobs p selects that pass scan's tests
+// (the console's payload:, payload.<path>:, worker: and error:), newest
+// first. It stops after ui.SearchBudget: stopped says so, and the
+// NextCursor is where to go on.
+func (v service) JobSearch(ctx context.Context, p store.JobListParams, scan store.JobScan) (resp wire.JobListResponse, stopped bool, err error) {
 	p, err = v.checkList(p)
 	if err != nil {
 		return resp, false, err
 	}
-	if msg := checkText(text, maxSearchLen); msg != "" {
-		return resp, false, httpx.InvalidField("payload", "%s", msg)
+	if err := checkScan(scan); err != nil {
+		return resp, false, err
 	}
-	res, err := v.s.store.JobSearchPayload(ctx, store.JobSearchParams{List: p, Text: text, Budget: ui.SearchBudget})
+	res, err := v.s.store.JobSearch(ctx, store.JobSearchParams{List: p, Scan: scan, Budget: ui.SearchBudget})
 	if err != nil {
 		return resp, false, v.s.storeError(storeOpList, err)
 	}
@@ -178,6 +184,35 @@ func (v service) JobSearch(ctx context.Context, p store.JobListParams, text stri
 		resp.NextCursor = &c
 	}
 	return resp, res.Stopped, nil
+}
+
+// checkScan checks the tests of a search, each as the field the search
+// box names it.
+func checkScan(s store.JobScan) error {
+	for _, f := range []struct{ name, val string }{{"payload", s.Text}, {"worker", s.Worker}, {"error", s.Error}} {
+		if msg := checkText(f.val, maxSearchLen); msg != "" {
+			return httpx.InvalidField(f.name, "%s", msg)
+		}
+	}
+	if s.Path == nil {
+		return nil
+	}
+	field := "payload." + strings.Join(s.Path, ".")
+	if len(s.Path) > maxSearchPath {
+		return httpx.InvalidField("payload", "a path has %d segments, at most %d are allowed", len(s.Path), maxSearchPath)
+	}
+	for _, seg := range s.Path {
+		if seg == "" {
+			return httpx.InvalidField("payload", "a path's segments must not be empty (payload.a.b:value)")
+		}
+		if msg := checkText(seg, maxSearchLen); msg != "" {
+			return httpx.InvalidField("payload", "a path segment %s", msg)
+		}
+	}
+	if msg := checkText(s.PathValue, maxSearchLen); msg != "" {
+		return httpx.InvalidField(field, "%s", msg)
+	}
+	return nil
 }
 
 // DeadList returns a page of the DLQ, the most recently failed first,

@@ -337,11 +337,11 @@ func (s *Store) JobGetByKey(ctx context.Context, key string) (*job.Job, error) {
 	return j, nil
 }
 
-// JobSearchParams is a payload search: the jobs List's filters select
-// whose payload's JSON text holds Text.
+// JobSearchParams is a search: the jobs List's filters select that pass
+// Scan's tests.
 type JobSearchParams struct {
 	List JobListParams // filters, Before, Limit (required) and MaxBytes as JobList's
-	Text string
+	Scan JobScan
 	// Budget is how long the search may go on; at its end the search stops
 	// between two steps and says where. Required.
 	Budget time.Duration
@@ -349,11 +349,29 @@ type JobSearchParams struct {
 	Span int64
 }
 
+// JobScan holds the tests of a search that no index serves, so that
+// JobSearch reads the jobs for them in steps; zero values test nothing.
+type JobScan struct {
+	Text string // the payload's JSON text holds it
+	// Path and PathValue: the payload's value at Path (object keys or
+	// array indexes) is PathValue as text (PostgreSQL's #>>): a string
+	// without its quotes, a number or true/false as written.
+	Path      []string
+	PathValue string
+	Worker    string // the job's worker (of its lease, or of its last attempt) is this one
+	Error     string // the job's last error holds it, in any case
+}
+
+// Empty says whether s tests nothing.
+func (s JobScan) Empty() bool {
+	return s.Text == "" && s.Path == nil && s.Worker == "" && s.Error == ""
+}
+
 // DefaultSearchSpan is JobSearchParams.Span's default: a step reads at
 // most this many rows (about 30 ms on a million jobs).
 const DefaultSearchSpan = 50_000
 
-// JobSearchResult is a page of a payload search.
+// JobSearchResult is a page of a search.
 type JobSearchResult struct {
 	Jobs []*job.Job
 	// Next is the Before of the next page (0: the search reached the
@@ -363,10 +381,10 @@ type JobSearchResult struct {
 	Stopped bool
 }
 
-// JobSearchPayload searches the payloads of the jobs p.List selects,
+// JobSearch searches the jobs p.List selects for those that pass p.Scan,
 // newest first, a step of p.Span ids at a time until p.List.Limit jobs
 // are found, the oldest job is reached or p.Budget runs out.
-func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSearchResult, error) {
+func (s *Store) JobSearch(ctx context.Context, p JobSearchParams) (JobSearchResult, error) {
 	if p.Span <= 0 {
 		p.Span = DefaultSearchSpan
 	}
@@ -377,15 +395,16 @@ func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSea
 	if hi <= 0 {
 		// The newest id, from jobs_pkey: outside the budget, so that a
 		// search stopped at once still says where to go on.
-		if err := s.pool.QueryRow(ctx, q("JobSearchPayloadTop")).Scan(&hi); err != nil {
-			return res, fmt.Errorf("search payloads: %w", interpretError(err))
+		if err := s.pool.QueryRow(ctx, q("JobSearchTop")).Scan(&hi); err != nil {
+			return res, fmt.Errorf("search jobs: %w", interpretError(err))
 		}
 	}
 	size := 0 // the page's bytes as jobBytes counts them
 	for hi > 1 {
 		lo := max(hi-p.Span, 1)
-		rows, err := s.pool.Query(sctx, q("JobSearchPayload"), hi, string(p.List.State), p.List.Name,
-			p.List.Limit-len(res.Jobs), p.List.Queue, lo, p.Text, p.List.Fingerprint)
+		rows, err := s.pool.Query(sctx, q("JobSearchStep"), hi, string(p.List.State), p.List.Name,
+			p.List.Limit-len(res.Jobs), p.List.Queue, lo, p.Scan.Text, p.List.Fingerprint, p.Scan.Path, p.Scan.PathValue,
+			p.Scan.Worker, p.Scan.Error)
 		var found []*job.Job
 		full := false // p.List.MaxBytes reached
 		if err == nil {
@@ -404,7 +423,7 @@ func (s *Store) JobSearchPayload(ctx context.Context, p JobSearchParams) (JobSea
 				res.Next, res.Stopped = hi, true
 				return res, nil
 			}
-			return res, fmt.Errorf("search payloads: %w", interpretError(err))
+			return res, fmt.Errorf("search jobs: %w", interpretError(err))
 		}
 		res.Jobs = append(res.Jobs, found...)
 		for _, j := range found {

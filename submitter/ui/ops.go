@@ -243,8 +243,8 @@ func bulkRequest(v url.Values) (wire.BulkRequest, bulkData, error) {
 	if se.one() {
 		return wire.BulkRequest{}, d, httpx.InvalidField("q", "id: and key: act on one job; use the job's page")
 	}
-	if se.Payload != "" {
-		return wire.BulkRequest{}, d, httpx.InvalidField("q", "payload: cannot choose the jobs of an action")
+	if !se.Scan.Empty() {
+		return wire.BulkRequest{}, d, httpx.InvalidField("q", "payload:, worker: and error: cannot choose the jobs of an action")
 	}
 	p := se.P
 	return wire.BulkRequest{Action: d.Action, Status: string(p.State), Name: p.Name, Queue: p.Queue, Fingerprint: p.Fingerprint}, d, nil

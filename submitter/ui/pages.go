@@ -120,8 +120,8 @@ type jobsData struct {
 	NextURL  string // older jobs; "" on the last page
 	FirstURL string // the newest page; "" when on it
 	LiveURL  string // what a live refresh re-fetches; "" when none (older pages, id:)
-	Stopped  bool   // a payload search ran out of time before the page filled
-	Search   bool   // a payload search: no all-matching actions
+	Stopped  bool   // a search in steps ran out of time before the page filled
+	Search   bool   // a search in steps (payload:, worker:, error:): no all-matching actions
 	// Suggest completes the search box: queue: and name: qualifiers of
 	// the queues and job names the refresher last saw (no query of its
 	// own).
@@ -223,9 +223,9 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = pageSize
-	if se.Payload != "" { // a search in steps, newest first, that stops after a time budget
+	if !se.Scan.Empty() { // a search in steps, newest first, that stops after a time budget
 		d.Search = true
-		resp, stopped, err := c.svc.JobSearch(r.Context(), p, se.Payload)
+		resp, stopped, err := c.svc.JobSearch(r.Context(), p, se.Scan)
 		var he *httpx.Error
 		if errors.As(err, &he) && he.Status == http.StatusBadRequest {
 			d.Error = he.Message

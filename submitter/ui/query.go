@@ -12,15 +12,16 @@ import (
 )
 
 // search is what the Jobs search box asks for: a list (P), or one job by
-// id or by idempotency key, which must also match P's filters; Payload,
-// when set, keeps the listed jobs whose payload holds it. P.Fingerprint
-// (fingerprint:) keeps the dead jobs whose error has it: with name:, a
-// group of the Dead letters page.
+// id or by idempotency key, which must also match P's filters. Scan, when
+// it tests anything (payload:, payload.<path>:, worker:, error:), keeps the
+// listed jobs that pass, found by a search in steps (store.JobSearch).
+// P.Fingerprint (fingerprint:) keeps the dead jobs whose error has it:
+// with name:, a group of the Dead letters page.
 type search struct {
-	P       store.JobListParams
-	ID      int64
-	Key     string
-	Payload string
+	P    store.JobListParams
+	ID   int64
+	Key  string
+	Scan store.JobScan
 }
 
 // one says whether the search looks up one job (id: or key:).
@@ -28,16 +29,20 @@ func (s search) one() bool { return s.ID > 0 || s.Key != "" }
 
 // parseQuery reads the Jobs search box: space-separated qualifiers
 // state: (or status:), name:, queue:, id:, key: (an idempotency key),
-// payload: (text the payload's JSON holds) and fingerprint: (a dead job's
-// error fingerprint), each at most once; a value with spaces is written in double quotes
-// (name:"send email"). A word without a qualifier is a name. Checking the
-// values is the service's (the API's rules); id must be a job id.
+// fingerprint: (a dead job's error fingerprint), payload: (text the
+// payload's JSON holds), payload.<path>: (the payload's value at a path of
+// keys and indexes separated by dots, payload.user.id:42), worker: (the
+// job's worker) and error: (text its last error holds, in any case), each
+// at most once (one payload path); a value with spaces is written in
+// double quotes (name:"send email"). A word without a qualifier is a name.
+// Qualifiers are read in any case, a payload path as written. Checking
+// the values is the service's (the API's rules); id must be a job id.
 func parseQuery(s string) (se search, err error) {
 	err = parseTerms(s, &se)
 	switch {
 	case err != nil:
-	case se.Payload != "" && se.one():
-		err = errors.New("payload: searches a list; it does not go with id or key")
+	case !se.Scan.Empty() && se.one():
+		err = errors.New("a search by payload, worker or error does not go with id: or key:")
 	case se.P.Fingerprint != "" && se.one():
 		err = errors.New("fingerprint: lists a dead-letter group; it does not go with id or key")
 	}
@@ -60,10 +65,19 @@ func parseTerms(s string, se *search) (err error) {
 		if key == "status" {
 			key = "state"
 		}
-		if seen[key] {
-			return fmt.Errorf("%s: given twice", key)
+		path, isPath := strings.CutPrefix(key, "payload.")
+		once := key
+		if isPath {
+			once = "payload.<path>"
 		}
-		seen[key] = true
+		if seen[once] {
+			return fmt.Errorf("%s: given twice", once)
+		}
+		seen[once] = true
+		if isPath {
+			se.Scan.Path, se.Scan.PathValue = strings.Split(path, "."), val
+			continue
+		}
 		switch key {
 		case "state":
 			p.State = job.State(val)
@@ -81,11 +95,15 @@ func parseTerms(s string, se *search) (err error) {
 		case "key":
 			se.Key = val
 		case "payload":
-			se.Payload = val
+			se.Scan.Text = val
+		case "worker":
+			se.Scan.Worker = val
+		case "error":
+			se.Scan.Error = val
 		case "fingerprint":
 			p.Fingerprint = val
 		default:
-			return fmt.Errorf("unknown qualifier %q (use state, name, queue, id, key, payload or fingerprint)", truncate(key, 40))
+			return fmt.Errorf("unknown qualifier %q (use state, name, queue, id, key, fingerprint, payload, payload.<path>, worker or error)", truncate(key, 40))
 		}
 	}
 	return nil
@@ -96,7 +114,12 @@ func parseTerms(s string, se *search) (err error) {
 func nextTerm(s string) (key, val, rest string, err error) {
 	key = "name"
 	if i := strings.IndexFunc(s, func(r rune) bool { return r == ':' || unicode.IsSpace(r) || r == '"' }); i > 0 && s[i] == ':' {
-		key, s = strings.ToLower(s[:i]), s[i+1:]
+		key, s = s[:i], s[i+1:]
+		if dot := strings.IndexByte(key, '.'); dot >= 0 { // a payload path keeps its case
+			key = strings.ToLower(key[:dot]) + key[dot:]
+		} else {
+			key = strings.ToLower(key)
+		}
 	}
 	if strings.HasPrefix(s, `"`) {
 		end := 1

@@ -71,10 +71,10 @@ type Service interface {
 	JobTimeline(ctx context.Context, id int64) (wire.JobTimeline, error)
 	// JobGetByKey returns the job holding an idempotency key.
 	JobGetByKey(ctx context.Context, key string) (wire.Job, error)
-	// JobSearch returns a page of the jobs p selects whose payload holds
-	// text; after a time budget it stops, says so (stopped) and gives
+	// JobSearch returns a page of the jobs p selects that pass scan's
+	// tests; after a time budget it stops, says so (stopped) and gives
 	// where to go on (NextCursor).
-	JobSearch(ctx context.Context, p store.JobListParams, text string) (resp wire.JobListResponse, stopped bool, err error)
+	JobSearch(ctx context.Context, p store.JobListParams, scan store.JobScan) (resp wire.JobListResponse, stopped bool, err error)
 	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
 	// Rollup returns the per-minute rollup rows from since on (live.go,
 	// charts.go).
@@ -121,7 +121,7 @@ const (
 	HTMXSSEFile    = "htmx-ext-sse-" + HTMXSSEVersion + ".min.js"
 )
 
-// SearchBudget is how long a payload search (payload: on the Jobs page)
+// SearchBudget is how long a search in steps (payload:, worker:, error: on the Jobs page)
 // may go on: the service given to New stops it then and says so.
 const SearchBudget = 2 * time.Second
 

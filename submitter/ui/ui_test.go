@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -178,7 +179,8 @@ func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, erro
 
 // JobSearch finds text in the fixtures' payloads; "slow" stops at once,
 // as a search out of time does, with where to go on.
-func (f *fakeService) JobSearch(_ context.Context, p store.JobListParams, text string) (wire.JobListResponse, bool, error) {
+func (f *fakeService) JobSearch(_ context.Context, p store.JobListParams, scan store.JobScan) (wire.JobListResponse, bool, error) {
+	text := scan.Text
 	f.calls.Add(1)
 	if text == "slow" {
 		c := "3"
@@ -370,7 +372,7 @@ func TestPagesRender(t *testing.T) {
 		{name: "payload search stopped", target: "/jobs?q=" + url.QueryEscape("state:failed payload:slow"), token: "read", status: 200,
 			want:    []string{`id="search-stopped"`, "stopped after 2 s", `href="./jobs?q=state%3Afailed&#43;payload%3Aslow&amp;before=3"`},
 			wantNot: []string{"No jobs match", "data-job-id"}},
-		{name: "payload with id", target: "/jobs?q=" + url.QueryEscape("id:1 payload:x"), token: "read", status: 400, want: []string{"does not go with id or key"}},
+		{name: "payload with id", target: "/jobs?q=" + url.QueryEscape("id:1 payload:x"), token: "read", status: 400, want: []string{"does not go with id: or key:"}},
 		{name: "jobs by bad key", target: "/jobs?q=" + url.QueryEscape("key:\"bad\\x01\""), token: "read", status: 400, want: []string{"no control characters"}},
 		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
 			want: []string{`<div id="results" hx-get="./jobs?q=state%3Afailed&amp;live=1" hx-trigger="sse:jobs"`}, wantNot: []string{"<html", "<form"}},
@@ -562,7 +564,7 @@ func TestParseQuery(t *testing.T) {
 		want    store.JobListParams
 		id      int64
 		key     string
-		payload string
+		scan    store.JobScan
 		wantErr string
 	}{
 		{in: "", want: store.JobListParams{}},
@@ -572,8 +574,14 @@ func TestParseQuery(t *testing.T) {
 		{in: "id:42 state:failed", want: store.JobListParams{State: job.StateFailed}, id: 42},
 		{in: `key:"order 7/<b>" queue:mail`, want: store.JobListParams{Queue: "mail"}, key: "order 7/<b>"},
 		{in: "key:a key:b", wantErr: "key: given twice"},
-		{in: `payload:"a b" queue:q`, want: store.JobListParams{Queue: "q"}, payload: "a b"},
+		{in: `payload:"a b" queue:q`, want: store.JobListParams{Queue: "q"}, scan: store.JobScan{Text: "a b"}},
 		{in: "payload:x key:k", wantErr: "does not go with"},
+		{in: `Payload.User.ID:42 WORKER:w-1 error:"Connection refused"`,
+			scan: store.JobScan{Path: []string{"User", "ID"}, PathValue: "42", Worker: "w-1", Error: "Connection refused"}},
+		{in: `payload.tags.0:"a b" payload:x`, scan: store.JobScan{Text: "x", Path: []string{"tags", "0"}, PathValue: "a b"}},
+		{in: "payload.a:1 payload.b:2", wantErr: "payload.<path>: given twice"},
+		{in: "worker:w1 id:3", wantErr: "does not go with"},
+		{in: "error:x error:y", wantErr: "error: given twice"},
 		{in: "STATE:failed", want: store.JobListParams{State: job.StateFailed}},
 		{in: "state:dead", wantErr: "state: must be one of"},
 		{in: "id:-1", wantErr: "id: must be a job id"},
@@ -589,7 +597,7 @@ func TestParseQuery(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: err %v, want %q", tc.in, err, tc.wantErr)
 			}
-		case err != nil || se.P != tc.want || se.ID != tc.id || se.Key != tc.key || se.Payload != tc.payload:
+		case err != nil || se.P != tc.want || se.ID != tc.id || se.Key != tc.key || !reflect.DeepEqual(se.Scan, tc.scan):
 			t.Errorf("%q = %+v err %v, want %+v id %d key %q", tc.in, se, err, tc.want, tc.id, tc.key)
 		}
 	}

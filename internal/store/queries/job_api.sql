@@ -64,18 +64,24 @@ SELECT {{jobColumns}} FROM jobs
         AND ($2 = '' OR $2 = 'failed') AND ($5 = '' OR queue = $5)
     ORDER BY id DESC LIMIT $4
 
--- name: JobSearchPayloadTop
+-- name: JobSearchTop
 SELECT coalesce(max(id), 0) + 1 FROM jobs
 
--- name: JobSearchPayload
--- One step of a payload search: the jobs with ids in [$6, $1) whose
--- payload's JSON text holds $7, newest first. The id range bounds the
--- rows one step reads through jobs_pkey (no index serves a text search
--- of payloads), so a search answers in steps of a few tens of
+-- name: JobSearchStep
+-- One step of a search (JobScan): the jobs with ids in [$6, $1) that
+-- match the list's filters and the scan's tests, newest first: the
+-- payload's JSON text holds $7; its value at path $9, as text, is $10;
+-- the worker is $11; the last error holds $12 in any case. The id range
+-- bounds the rows one step reads through jobs_pkey (no index serves
+-- these tests), so a search answers in steps of a few tens of
 -- milliseconds and can stop between two.
 SELECT {{jobColumns}} FROM jobs
     WHERE id < $1 AND id >= $6 AND ($2 = '' OR status = $2) AND ($3 = '' OR name = $3) AND ($5 = '' OR queue = $5)
-        AND ($8 = '' OR error_fingerprint = $8) AND strpos(payload::text, $7) > 0
+        AND ($8 = '' OR error_fingerprint = $8)
+        AND ($7 = '' OR strpos(payload::text, $7) > 0)
+        AND ($9::text[] IS NULL OR payload #>> $9::text[] = $10)
+        AND ($11 = '' OR worker_id = $11)
+        AND ($12 = '' OR strpos(lower(last_error), lower($12)) > 0)
     ORDER BY id DESC LIMIT $4
 
 -- name: JobCancel
