@@ -145,7 +145,7 @@ func TestOpsPagesRender(t *testing.T) {
 		{name: "bulk confirm bad filter", target: "/bulk?action=requeue&q=" + url.QueryEscape("state:completed"), token: "admin", status: 400,
 			want: []string{"requeue applies to failed"}, wantNot: []string{"bulk-confirm"}},
 		{name: "bulk confirm by id", target: "/bulk?action=requeue&q=id:4", token: "admin", status: 400, want: []string{"act on one job"}},
-		{name: "bulk confirm by payload", target: "/bulk?action=requeue&q=payload:x", token: "admin", status: 400, want: []string{"payload: cannot choose"}},
+		{name: "bulk confirm by payload", target: "/bulk?action=requeue&q=payload:x", token: "admin", status: 400, want: []string{"payload:, worker: and error: cannot choose"}},
 		{name: "bulk confirm read only", target: "/bulk?action=requeue&q=", token: "read", status: 403},
 		{name: "operation running", target: "/operations/55", token: "admin", status: 200,
 			want: []string{`value="50"`, `hx-trigger="every 1s"`, `id="op-cancel"`, `id="op-processed">617<`, "&lt;script&gt;"}},
