@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"time"
 
 	gomail "github.com/wneessen/go-mail"
 
@@ -194,20 +195,22 @@ func (h *handlers) sendEmail(ctx context.Context, msg *gomail.Msg) error {
 		}
 	}()
 	dial := func(dctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		var err error
-		d := &net.Dialer{}
-		if h.cfg.SMTPTLS == SMTPTLSImplicit {
-			// Returned as a *tls.Conn, so go-mail sees the session as
-			// encrypted and may offer a password.
-			c, err = (&tls.Dialer{NetDialer: d, Config: tlsCfg}).DialContext(dctx, network, addr)
-		} else {
-			c, err = d.DialContext(dctx, network, addr)
-		}
+		raw, err := (&net.Dialer{}).DialContext(dctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, context.AfterFunc(ctx, func() { _ = c.Close() }))
+		stops = append(stops, context.AfterFunc(ctx, func() { _ = raw.Close() }))
+		var c net.Conn = idleConn{Conn: raw, timeout: h.cfg.SMTPTimeout}
+		if h.cfg.SMTPTLS == SMTPTLSImplicit {
+			// Returned as a *tls.Conn, so go-mail sees the session as
+			// encrypted and may offer a password.
+			tc := tls.Client(c, tlsCfg)
+			if err := tc.HandshakeContext(dctx); err != nil {
+				_ = raw.Close()
+				return nil, err
+			}
+			c = tc
+		}
 		return c, nil
 	}
 	opts := []gomail.Option{gomail.WithTimeout(h.cfg.SMTPTimeout), gomail.WithTLSConfig(tlsCfg),
@@ -233,6 +236,29 @@ func (h *handlers) sendEmail(ctx context.Context, msg *gomail.Msg) error {
 		return err
 	}
 	return c.DialAndSendWithContext(ctx, msg)
+}
+
+// idleConn fails a read or a write that waits longer than timeout. go-mail
+// sets no deadline on the server's greeting, so a server that accepts the
+// connection and says nothing held the attempt (and its slot) for ever
+// when the job had no timeout of its own (TestEmailSilentServer).
+type idleConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c idleConn) Read(b []byte) (int, error) {
+	if err := c.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c idleConn) Write(b []byte) (int, error) {
+	if err := c.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
 }
 
 func (h *handlers) smtpAddr() string {

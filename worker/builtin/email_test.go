@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -354,12 +355,7 @@ func TestEmailTLSAndAuth(t *testing.T) {
 // bad payloads are; 4xx answers, refused connections and TLS problems are not.
 func TestEmailFailures(t *testing.T) {
 	t.Parallel()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPort := closed.Addr().(*net.TCPAddr).Port
-	closed.Close()
+	closedPort := refusingPort(t)
 
 	tests := []struct {
 		name      string
@@ -550,4 +546,75 @@ func TestValidateSMTP(t *testing.T) {
 			t.Errorf("default port for %q = %d, want %d", mode, got, port)
 		}
 	}
+}
+
+// TestEmailSilentServer: a server that accepts the connection and never
+// says a word fails the attempt after SMTPTimeout, even when the attempt
+// itself has no deadline (a job without timeout_seconds), instead of
+// holding the slot for ever.
+func TestEmailSilentServer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // kept open, silent
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	cfg := Config{SMTPHost: "127.0.0.1", SMTPPort: ln.Addr().(*net.TCPAddr).Port, SMTPFrom: "shop@shop.example",
+		SMTPTLS: SMTPTLSNone, SMTPTimeout: 500 * time.Millisecond}
+	h := register(t, cfg).handler(t, NameEmail)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h(context.Background(), newJob(NameEmail, `{"to":"a@example.com","text":"x"}`))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || worker.IsPermanent(err) {
+			t.Errorf("err = %v, want a retryable error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the email handler still waits for a silent server 20 s in (SMTPTimeout 500 ms)")
+	}
+}
+
+// refusingPort returns a loopback port where connections are refused: a
+// socket bound to it but not listening, held until the test ends, so no
+// other test or process can start listening there meanwhile (a port
+// closed after use can be taken again at once, and a test then waited on
+// a server that was not its own).
+func refusingPort(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }

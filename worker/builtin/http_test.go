@@ -72,8 +72,7 @@ func TestNetworkTaskFailure(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	closed := httptest.NewServer(http.NotFoundHandler())
-	closed.Close()
+	closed := "http://127.0.0.1:" + strconv.Itoa(refusingPort(t))
 	tests := []struct {
 		name, url string
 		permanent bool
@@ -82,7 +81,7 @@ func TestNetworkTaskFailure(t *testing.T) {
 		{"500", statusServer(500), false, "status 500"},
 		{"404", statusServer(404), false, "status 404"},
 		{"302 without location", statusServer(302), false, "status 302"},
-		{"connection refused", closed.URL, false, "3 of 3 requests failed"},
+		{"connection refused", closed, false, "3 of 3 requests failed"},
 		{"bad scheme", "ftp://127.0.0.1/x", true, "NetworkURL"},
 	}
 	for _, tt := range tests {
