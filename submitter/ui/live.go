@@ -138,6 +138,7 @@ type refresher struct {
 	wanted   time.Time // the last page or poll served
 	streams  int
 	running  bool
+	warm     bool // one read asked for by nobody watching (Console.Warm)
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -202,6 +203,25 @@ func (r *refresher) demand(stream bool) (ok bool) {
 		}
 	}
 	return true
+}
+
+// warmUp asks for one read without counting as a viewer: the loop reads
+// once, then idles until someone looks.
+func (r *refresher) warmUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || !r.last.At.IsZero() {
+		return
+	}
+	r.warm = true
+	if !r.running {
+		r.running = true
+		go r.run()
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (r *refresher) release() {
@@ -292,7 +312,8 @@ func (r *refresher) run() {
 			}
 		}
 		r.mu.Lock()
-		idle := r.streams == 0 && r.now().Sub(r.wanted) > idleAfter
+		idle := r.streams == 0 && r.now().Sub(r.wanted) > idleAfter && !r.warm
+		r.warm = false
 		r.mu.Unlock()
 		if idle {
 			select {

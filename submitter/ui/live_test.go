@@ -386,32 +386,45 @@ func TestAgedSnapshotServedAtOnce(t *testing.T) {
 }
 
 // TestWarmFirstOverview: Warm (the submitter calls it when it starts
-// serving) reads the counts ahead of the first viewer, so the first
-// Overview is served from that read instead of waiting for one of its own.
+// serving) reads the counts once ahead of the first viewer, and no more
+// while nobody looks; the first Overview is served from that read instead
+// of waiting for one of its own.
 func TestWarmFirstOverview(t *testing.T) {
 	t.Parallel()
-	f := newFake()
-	f.slow.Store(int64(100 * time.Millisecond))
-	c, err := New(f, Config{StatsInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
+	warm := func(t *testing.T, interval time.Duration) (*Console, *fakeService) {
+		f := newFake()
+		f.slow.Store(int64(20 * time.Millisecond))
+		c, err := New(f, Config{StatsInterval: interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		_, fresh := c.snap.latest()
+		c.Warm()
+		select {
+		case <-fresh:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Warm read nothing")
+		}
+		return c, f
 	}
-	t.Cleanup(c.Close)
-	_, fresh := c.snap.latest()
-	c.Warm()
-	select {
-	case <-fresh:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Warm read nothing")
-	}
-	if n := f.stats.Load(); n != 1 {
-		t.Fatalf("Warm made %d reads, want 1", n)
-	}
-	w := serve(c, "GET", "/", "", nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("overview: %d", w.Code)
-	}
-	if n := f.stats.Load(); n != 1 {
-		t.Errorf("the first overview made a read of its own (%d reads in all): it waited for the counts", n)
-	}
+	t.Run("first overview", func(t *testing.T) {
+		t.Parallel()
+		c, f := warm(t, time.Hour)
+		if w := serve(c, "GET", "/", "", nil); w.Code != http.StatusOK {
+			t.Fatalf("overview: %d", w.Code)
+		}
+		if n := f.stats.Load(); n != 1 {
+			t.Errorf("the first overview made a read of its own (%d reads in all): it waited for the counts", n)
+		}
+	})
+	t.Run("nobody looks", func(t *testing.T) {
+		t.Parallel()
+		const interval = 20 * time.Millisecond
+		_, f := warm(t, interval)
+		time.Sleep(25 * interval) // a viewer would have had a read every interval
+		if n := f.stats.Load(); n != 1 {
+			t.Errorf("Warm made %d reads with nobody looking, want 1", n)
+		}
+	})
 }

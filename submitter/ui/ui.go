@@ -188,9 +188,9 @@ func (c *Console) Close() { c.snap.close() }
 
 // Warm starts the refresher's first read without waiting for it, so that
 // the first page after start-up finds the counts read (they take 0.3 s on
-// a million jobs) instead of waiting for them. The refresher then idles
-// as usual until someone looks.
-func (c *Console) Warm() { c.snap.demand(false) }
+// a million jobs) instead of waiting for them. It does not count as a
+// viewer: after that one read the refresher idles until someone looks.
+func (c *Console) Warm() { c.snap.warmUp() }
 
 // Changed tells the console that this process just changed jobs (a
 // submit, a requeue), so that open pages show it soon. It never blocks.
