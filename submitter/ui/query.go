@@ -42,7 +42,7 @@ func parseQuery(s string) (se search, err error) {
 	switch {
 	case err != nil:
 	case !se.Scan.Empty() && se.one():
-		err = errors.New("a search by payload, worker or error does not go with id: or key:")
+		err = errors.New("a search by payload, worker or error does not go with id or key")
 	case se.P.Fingerprint != "" && se.one():
 		err = errors.New("fingerprint: lists a dead-letter group; it does not go with id or key")
 	}

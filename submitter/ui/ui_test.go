@@ -372,7 +372,7 @@ func TestPagesRender(t *testing.T) {
 		{name: "payload search stopped", target: "/jobs?q=" + url.QueryEscape("state:failed payload:slow"), token: "read", status: 200,
 			want:    []string{`id="search-stopped"`, "stopped after 2 s", `href="./jobs?q=state%3Afailed&#43;payload%3Aslow&amp;before=3"`},
 			wantNot: []string{"No jobs match", "data-job-id"}},
-		{name: "payload with id", target: "/jobs?q=" + url.QueryEscape("id:1 payload:x"), token: "read", status: 400, want: []string{"does not go with id: or key:"}},
+		{name: "payload with id", target: "/jobs?q=" + url.QueryEscape("id:1 payload:x"), token: "read", status: 400, want: []string{"does not go with id or key"}},
 		{name: "jobs by bad key", target: "/jobs?q=" + url.QueryEscape("key:\"bad\\x01\""), token: "read", status: 400, want: []string{"no control characters"}},
 		{name: "jobs fragment", target: "/jobs?q=state:failed", token: "read", status: 200, headers: []string{"HX-Request", "true"},
 			want: []string{`<div id="results" hx-get="./jobs?q=state%3Afailed&amp;live=1" hx-trigger="sse:jobs"`}, wantNot: []string{"<html", "<form"}},
