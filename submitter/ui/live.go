@@ -321,6 +321,9 @@ func (r *refresher) run() {
 				return
 			case <-r.wake:
 			}
+			r.mu.Lock()
+			r.warm = false // this read is the one asked for
+			r.mu.Unlock()
 		}
 		start := time.Now()
 		r.read()
