@@ -32,6 +32,13 @@ type (
 	DLQPage = wire.DLQResponse
 	// Stats answers GET /stats.
 	Stats = wire.StatsResponse
+	// JobTimeline answers GET /jobs/{id}/timeline: the job, each of its
+	// attempts and its timeline (docs/api.md).
+	JobTimeline = wire.JobTimeline
+	// Attempt is one attempt of a JobTimeline.
+	Attempt = wire.Attempt
+	// TimelineEntry is one line of a JobTimeline, oldest first.
+	TimelineEntry = wire.TimelineEntry
 )
 
 // Job statuses.
@@ -269,6 +276,19 @@ func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 		return nil, err
 	}
 	return &j, nil
+}
+
+// Timeline returns the job with the decimal id, its attempts and its
+// timeline: each lease with its worker and fencing token (never the
+// running lease's), failures, backoffs, results rejected as stale and
+// operator actions. An unknown id is ErrNotFound.
+func (c *Client) Timeline(ctx context.Context, id string) (*JobTimeline, error) {
+	var t JobTimeline
+	r := request{method: http.MethodGet, path: "/jobs/" + url.PathEscape(id) + "/timeline", idempotent: true}
+	if _, err := c.do(ctx, r, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // Progress is what a job's handler last reported (worker.Job.Progress).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -149,7 +150,7 @@ func (fl *filters) add(cmd *cobra.Command, withStatus bool) {
 
 func (a *app) jobsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, watch, cancel, requeue and delete jobs"}
-	return group(cmd, a.jobsLsCmd(), a.jobsGetCmd(), a.jobsWatchCmd(),
+	return group(cmd, a.jobsLsCmd(), a.jobsGetCmd(), a.jobsTimelineCmd(), a.jobsWatchCmd(),
 		a.actionCmd("cancel", client.BulkCancel, "", "Cancel jobs: pending and retrying at once, running ones when their attempt stops",
 			`  dtsctl jobs cancel 12 13
   dtsctl jobs cancel --status pending --name report --dry-run
@@ -269,6 +270,79 @@ func (a *app) jobsGetCmd() *cobra.Command {
 			})
 		}),
 	}
+}
+
+func (a *app) jobsTimelineCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "timeline ID",
+		Short: "Show a job's timeline: each lease with its worker and token, failures, backoffs, stale results",
+		Long: `Show a job's timeline, oldest first, with times from its submission: each lease with its
+worker and fencing token (the running lease's token is never shown), how often heartbeats
+extended it, results and errors, backoffs, the dead letter, results rejected as stale and
+operator actions. -o json prints GET /jobs/{id}/timeline as the API answers it (with the
+attempts table); -o jsonl one timeline entry a line.`,
+		Example: `  dtsctl jobs timeline 42
+  dtsctl jobs timeline 42 -o json | jq '.attempts[] | {attempt, worker_id, duration_ms, outcome}'`,
+		Args: cobra.ExactArgs(1),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			t, err := a.c.Timeline(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return emit(a, listing[client.TimelineEntry]{
+				whole:  t,
+				items:  t.Timeline,
+				id:     func(e client.TimelineEntry) string { return t.JobID },
+				header: []string{"AT", "KIND", "ATTEMPT", "WORKER", "TOKEN", "DETAIL"},
+				row: func(e client.TimelineEntry) []string {
+					attempt := "-"
+					if e.Attempt > 0 {
+						attempt = itoa(e.Attempt)
+					}
+					return []string{"+" + fmtSince(t.CreatedAt, e.At), e.Kind, attempt, orDash(e.WorkerID), orDash(e.LeaseToken),
+						clip(timelineDetail(e), 80)}
+				},
+			})
+		}),
+	}
+}
+
+// fmtSince is at's distance from start, to the millisecond.
+func fmtSince(start, at time.Time) string {
+	return at.Sub(start).Round(time.Millisecond).String()
+}
+
+// timelineDetail is the one-line rest of a timeline entry: what the
+// columns before it do not hold.
+func timelineDetail(e client.TimelineEntry) string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+v)
+		}
+	}
+	if e.Running {
+		parts = append(parts, "running")
+	}
+	if e.Until != nil {
+		add("until ", fmtTime(*e.Until))
+	}
+	if e.LeaseExtensions > 0 {
+		add("extended ", itoa(e.LeaseExtensions)+"x")
+	}
+	add("", e.Reason)
+	add("", e.Error)
+	add("outcome ", e.Outcome)
+	if e.OfAttempt > 0 {
+		add("of attempt ", itoa(e.OfAttempt))
+	}
+	add("", e.Action)
+	add("by ", e.Actor)
+	add("result ", e.Result)
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // eachID runs f on every id, going on after a failure (reported on

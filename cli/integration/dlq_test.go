@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -73,5 +74,47 @@ func TestDLQRequeueWithPayload(t *testing.T) {
 	// Once more by --payload, now that it is not dead: a conflict.
 	if r := s.dtsctl("dlq", "requeue", id, "--payload", `{"ok":true}`); r.code != command.ExitError || !strings.Contains(r.stderr, "conflict") {
 		t.Errorf("requeue a completed job: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestJobsTimeline: dtsctl jobs timeline shows a dead job's history as a
+// table (its lease with the worker and a token, the failure, the dead
+// letter) and, with -o json, exactly what GET /jobs/{id}/timeline answers;
+// an unknown job is exit 3.
+func TestJobsTimeline(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.run(map[string]worker.HandlerFunc{
+		"doomed": func(ctx context.Context, j *worker.Job) (any, error) { return nil, worker.Permanent(errFailed) },
+	})
+	id := strings.TrimSpace(s.ok("submit", "doomed", "-q"))
+	if r := s.dtsctl("jobs", "watch", id, "--interval", "50ms"); r.code != command.ExitError {
+		t.Fatalf("the job did not die: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	table := s.ok("jobs", "timeline", id)
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) < 5 || !strings.HasPrefix(lines[0], "AT") {
+		t.Fatalf("timeline table:\n%s", table)
+	}
+	var kinds []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		kinds = append(kinds, f[1])
+		if f[1] == "leased" && (f[3] != "w1" || f[4] == "-") {
+			t.Errorf("the lease's row has no worker or token: %q", l)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "submitted leased failed dead" {
+		t.Errorf("kinds = %q, want submitted leased failed dead\n%s", got, table)
+	}
+	if !strings.Contains(table, "doomed from the start") {
+		t.Errorf("the failure's error is missing:\n%s", table)
+	}
+	got := decode(t, []byte(s.ok("jobs", "timeline", id, "-o", "json")))
+	if want := s.api("/jobs/" + id + "/timeline"); !reflect.DeepEqual(got, want) {
+		t.Errorf("-o json = %v\nwant the API's %v", got, want)
+	}
+	if r := s.dtsctl("jobs", "timeline", "999999"); r.code != command.ExitNotFound {
+		t.Errorf("unknown job: exit %d, want %d", r.code, command.ExitNotFound)
 	}
 }
