@@ -223,32 +223,18 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = pageSize
+	var resp wire.JobListResponse
 	if !se.Scan.Empty() { // a search in steps, newest first, that stops after a time budget
 		d.Search = true
-		resp, stopped, err := c.svc.JobSearch(r.Context(), p, se.Scan)
-		var he *httpx.Error
-		if errors.As(err, &he) && he.Status == http.StatusBadRequest {
-			d.Error = he.Message
-			c.render(w, r, http.StatusBadRequest, "jobs", page)
-			return
+		resp, d.Stopped, err = c.svc.JobSearch(r.Context(), p, se.Scan)
+	} else {
+		if p.Before == 0 {
+			if snap, err := c.snap.get(r.Context()); err == nil {
+				page.Live, d.LiveURL = c.liveFor(r, snap), base+"&live=1"
+			}
 		}
-		if err != nil {
-			c.fail(w, r, err)
-			return
-		}
-		d.Jobs, d.Stopped = resp.Jobs, stopped
-		if resp.NextCursor != nil {
-			d.NextURL = base + "&before=" + *resp.NextCursor
-		}
-		c.render(w, r, http.StatusOK, "jobs", page)
-		return
+		resp, err = c.list(r, p)
 	}
-	if p.Before == 0 {
-		if snap, err := c.snap.get(r.Context()); err == nil {
-			page.Live, d.LiveURL = c.liveFor(r, snap), base+"&live=1"
-		}
-	}
-	resp, err := c.list(r, p)
 	var he *httpx.Error
 	if errors.As(err, &he) && he.Status == http.StatusBadRequest {
 		d.Error = he.Message
