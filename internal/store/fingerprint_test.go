@@ -256,18 +256,7 @@ func TestOperationOnADeadGroup(t *testing.T) {
 	if end.State != store.OperationDone || end.Affected != 23 || steps != 3 {
 		t.Errorf("end %+v after %d steps", end, steps)
 	}
-	var requeued []int64
-	rows, err := e.db.Query(e.ctx, `SELECT id FROM jobs WHERE status = 'pending' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		requeued = append(requeued, id)
-	}
+	requeued := e.ids(t, `SELECT id FROM jobs WHERE status = 'pending' ORDER BY id`)
 	if fmt.Sprint(requeued) != fmt.Sprint(group) {
 		t.Errorf("requeued %v, want the group %v", requeued, group)
 	}

@@ -523,18 +523,7 @@ func TestJobCleanup(t *testing.T) {
 	if n != 4 {
 		t.Errorf("deleted %d rows, want 4", n)
 	}
-	rows, err := e.db.Query(e.ctx, `SELECT id FROM jobs ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		left = append(left, id)
-	}
+	left := e.ids(t, `SELECT id FROM jobs ORDER BY id`)
 	if want := []int64{ids[1], ids[3], ids[4], ids[7], ids[8]}; !slices.Equal(left, want) {
 		t.Errorf("left %v, want %v", left, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dtsched/dts/internal/job"
@@ -67,6 +68,20 @@ func (e *env) scalar(t *testing.T, dst any, sql string, args ...any) {
 	if err := e.db.QueryRow(e.ctx, sql, args...).Scan(dst); err != nil {
 		t.Fatalf("query %q: %v", sql, err)
 	}
+}
+
+// ids runs a query returning one bigint column and returns its values.
+func (e *env) ids(t *testing.T, sql string, args ...any) []int64 {
+	t.Helper()
+	rows, err := e.db.Query(e.ctx, sql, args...)
+	if err != nil {
+		t.Fatalf("query %q: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatalf("query %q: %v", sql, err)
+	}
+	return out
 }
 
 // now is PostgreSQL's clock, the one every deadline is computed with.

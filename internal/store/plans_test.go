@@ -22,18 +22,7 @@ import (
 func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.NewDatabase(t)
-	// One connection, so every statement below runs in the session whose
-	// plans were cached on the tiny table.
-	s, err := store.Open(ctx, url, 1, false, store.PinIndexPlans())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	epoch, err := s.LeaderAcquire(ctx, "test", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, epoch, url := openPinnedLeader(t)
 
 	round := func(n int) {
 		t.Helper()
@@ -166,16 +155,7 @@ func TestRefusedErrors(t *testing.T) {
 func TestPlainClaimPlannedColdReadsItsIndex(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.NewDatabase(t)
-	s, err := store.Open(ctx, url, 1, false, store.PinIndexPlans())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	epoch, err := s.LeaderAcquire(ctx, "test", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, epoch, url := openPinnedLeader(t)
 	insert := func(n, prio int) {
 		ps := make([]store.JobInsertParams, n)
 		for i := range ps {
@@ -215,4 +195,22 @@ func TestPlainClaimPlannedColdReadsItsIndex(t *testing.T) {
 	if n != 500 || read > 2000 {
 		t.Fatalf("claim of 500 over a backlog of 10,000 leased %d and fetched %d rows; want 500, about 1000", n, read)
 	}
+}
+
+// openPinnedLeader opens a store on a fresh database with one connection
+// (so every statement runs in the session whose plans were cached while
+// the table was nearly empty) and PinIndexPlans, as the coordinator does,
+// and takes the leadership. url is the database's.
+func openPinnedLeader(t *testing.T) (s *store.Store, epoch int64, url string) {
+	t.Helper()
+	url = pgtest.NewDatabase(t)
+	s, err := store.Open(t.Context(), url, 1, false, store.PinIndexPlans())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if epoch, err = s.LeaderAcquire(t.Context(), "test", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return s, epoch, url
 }

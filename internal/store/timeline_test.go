@@ -203,18 +203,7 @@ func TestJobDeleteTakesEvents(t *testing.T) {
 	if n, err := e.s.JobBulkDelete(e.ctx, store.JobBulkParams{States: []job.State{job.StateFailed}, Name: "other"}); err != nil || n != 1 {
 		t.Fatalf("bulk delete: %d, %v", n, err)
 	}
-	var left []int64
-	rows, err := e.db.Query(e.ctx, `SELECT job_id FROM job_events ORDER BY job_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		left = append(left, id)
-	}
+	left := e.ids(t, `SELECT job_id FROM job_events ORDER BY job_id`)
 	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
 		t.Errorf("events left for jobs %v, want those of %d and %d", left, ids[1], ids[3])
 	}
