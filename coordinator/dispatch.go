@@ -128,6 +128,7 @@ func (d *dispatcher) round(ctx context.Context) (more bool, err error) {
 	if err == nil {
 		d.claimSize = nextClaimSize(d.claimSize, offered, total, more, d.cfg.ClaimBatch)
 	}
+	d.l.slots.set(more || offered == 0 || err != nil)
 	return more, err
 }
 

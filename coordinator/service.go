@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
@@ -27,6 +28,8 @@ type leaderState struct {
 	kick chan struct{}
 	// live says how far the heartbeat reader has caught up (heartbeats.go).
 	live liveness
+	// slots says whether due jobs wait for free slots (slotState).
+	slots slotState
 	// deposed is closed when a write found the epoch superseded: lead
 	// then stops every service at once.
 	deposed     chan struct{}
@@ -35,7 +38,7 @@ type leaderState struct {
 
 func newLeaderState(epoch int64, deadline time.Duration) *leaderState {
 	return &leaderState{epoch: epoch, workers: registry.New(deadline), kick: make(chan struct{}, 1),
-		deposed: make(chan struct{})}
+		deposed: make(chan struct{}), slots: slotState{became: make(chan struct{}, 1)}}
 }
 
 func (l *leaderState) wake() {
@@ -46,6 +49,33 @@ func (l *leaderState) wake() {
 }
 
 func (l *leaderState) depose() { l.deposedOnce.Do(func() { close(l.deposed) }) }
+
+// slotState is the dispatcher's last word on whether due jobs wait for
+// slots: bound is true after a round in which some group's claim filled
+// every slot it was offered, or no slot was free, or the round failed. It
+// is false after a round that found fewer due jobs than free slots. While
+// it is false the result applier may linger a moment to apply several
+// results in one statement (results.go, lingerFor); while it is true it
+// applies each read at once, because an applied result is what frees a
+// slot for a waiting job. became receives a value each time bound turns
+// true, which ends a linger in progress.
+type slotState struct {
+	bound  atomic.Bool
+	became chan struct{} // capacity 1
+}
+
+func (s *slotState) set(bound bool) {
+	if !bound {
+		s.bound.Store(false)
+		return
+	}
+	if !s.bound.Swap(true) {
+		select {
+		case s.became <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // liveness is the heartbeat reader's progress, which decides whether the
 // reaper may judge anyone. horizon is a time on Redis's clock up to which

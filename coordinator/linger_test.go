@@ -1,0 +1,149 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// completeCounter records the size of each completion statement.
+type completeCounter struct {
+	*store.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *completeCounter) JobCompleteMany(ctx context.Context, epoch int64, cs []store.Completion) ([]store.Finished, error) {
+	if len(cs) > 0 {
+		c.mu.Lock()
+		c.sizes = append(c.sizes, len(cs))
+		c.mu.Unlock()
+	}
+	return c.Store.JobCompleteMany(ctx, epoch, cs)
+}
+
+func (c *completeCounter) got() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sizes)
+}
+
+// TestResultsLingerOnlyWhileSlotsAreFree: while no due job waits for a
+// slot, a small read of results waits for more and applies them in one
+// statement; once the dispatcher says jobs wait for slots, the wait ends
+// at once and every later read is applied as it comes; a read of
+// lingerBelow results or more never waits. The linger here is an hour, so
+// any result applied in this test was applied without waiting it out.
+func TestResultsLingerOnlyWhileSlotsAreFree(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(4+lingerBelow, "w")
+	counter := &completeCounter{Store: r.store}
+	a := r.results()
+	a.store, a.lingerFor = counter, time.Hour
+	r.start(a)
+	read := func(n int64) func() bool {
+		return func() bool {
+			p, err := r.rdb.XPending(r.ctx, r.keys.Results(), queue.ResultsGroup).Result()
+			return err == nil && p.Count == n
+		}
+	}
+
+	// Slots free: the first result is read, and waits.
+	r.sendResults(completed(cs[0], `0`))
+	waitFor(t, "the first result read", read(1))
+	if st := r.states(cs[:1]); st[cs[0].ID] != "leased" {
+		t.Fatalf("a lone result while slots are free was applied at once: %v", st)
+	}
+	r.sendResults(completed(cs[1], `1`))
+	// Jobs now wait for slots: the wait ends, and both go in one statement.
+	r.b.l.slots.set(true)
+	waitFor(t, "both results applied", func() bool { return allIn(r.states(cs[:2]), "completed") })
+	if got := counter.got(); !slices.Equal(got, []int{2}) {
+		t.Fatalf("completion statements = %v; want one of 2", got)
+	}
+
+	// While jobs wait for slots, a lone result is applied as it comes.
+	r.sendResults(completed(cs[2], `2`))
+	waitFor(t, "the third result applied", func() bool { return allIn(r.states(cs[2:3]), "completed") })
+	if got := counter.got(); !slices.Equal(got, []int{2, 1}) {
+		t.Fatalf("completion statements = %v; want 2, then 1", got)
+	}
+
+	// Slots free again: a read of lingerBelow results does not wait. They
+	// are added in one transaction, so that the blocked reader gets them
+	// in one read.
+	r.b.l.slots.set(false)
+	pipe := r.rdb.TxPipeline()
+	for _, c := range cs[4:] {
+		b, _ := json.Marshal(completed(c, `3`))
+		pipe.XAdd(r.ctx, &redis.XAddArgs{Stream: r.keys.Results(), Values: []any{"r", b}})
+	}
+	if _, err := pipe.Exec(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a full read applied", func() bool { return allIn(r.states(cs[4:]), "completed") })
+	if got := counter.got(); !slices.Equal(got, []int{2, 1, lingerBelow}) {
+		t.Fatalf("completion statements = %v; want 2, 1, then %d", got, lingerBelow)
+	}
+
+	// And a lone one waits again.
+	r.sendResults(completed(cs[3], `4`))
+	waitFor(t, "the last result read", read(1))
+	if st := r.states(cs[3:4]); st[cs[3].ID] != "leased" {
+		t.Fatalf("a lone result while slots are free was applied at once: %v", st)
+	}
+}
+
+// TestDispatchSaysWhetherJobsWaitForSlots: a round that fills every slot
+// it offers says jobs wait for slots (and ends a linger: became); one that
+// finds fewer due jobs than free slots says they do not; one with no free
+// slot says they do.
+func TestDispatchSaysWhetherJobsWaitForSlots(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	insert := func(n int) {
+		ps := make([]store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = store.JobInsertParams{Name: "x", Payload: json.RawMessage(`null`)}
+		}
+		if _, err := r.store.JobInsert(r.ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
+	round := func() bool {
+		t.Helper()
+		if _, err := d.round(r.ctx); err != nil {
+			t.Fatal(err)
+		}
+		return r.b.l.slots.bound.Load()
+	}
+	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "w", JobTypes: []string{"*"}, Concurrency: 3}, time.Now())
+
+	insert(1)
+	if round() {
+		t.Error("1 due job and 3 free slots: says jobs wait for slots")
+	}
+	insert(5)
+	if !round() {
+		t.Error("5 due jobs and 2 free slots: says no job waits for a slot")
+	}
+	select {
+	case <-r.b.l.slots.became:
+	default:
+		t.Error("turning bound did not signal became")
+	}
+	if !round() {
+		t.Error("no free slot: says no job waits for a slot")
+	}
+}
