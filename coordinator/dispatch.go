@@ -313,7 +313,8 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		}
 		out, ok := byWorker[j.WorkerID]
 		if !ok {
-			out.Binary = d.l.workers.Binary(j.WorkerID)
+			codec := d.l.workers.Codec(j.WorkerID)
+			out.Binary, out.Batches = codec >= wire.CodecBinary, codec >= wire.CodecBatch
 		}
 		out.Deliveries = append(out.Deliveries, wire.Delivery{
 			JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,

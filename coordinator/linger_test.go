@@ -147,3 +147,64 @@ func TestDispatchSaysWhetherJobsWaitForSlots(t *testing.T) {
 		t.Error("no free slot: says no job waits for a slot")
 	}
 }
+
+// TestResultBatchEntries: the results of a batch entry are applied
+// together and the entry acknowledged once: a batch of results is whole
+// entries of at most ResultBatch results, or one entry larger than that.
+func TestResultBatchEntries(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.b.cfg.ResultBatch = 3
+	cs := r.insertLeased(7, "w")
+	counter := &completeCounter{Store: r.store}
+	a := r.results()
+	a.store = counter
+	var batch []wire.Result
+	for _, c := range cs[:5] {
+		batch = append(batch, completed(c, `1`))
+	}
+	pipe := r.rdb.TxPipeline()
+	pipe.XAdd(r.ctx, &redis.XAddArgs{Stream: r.keys.Results(), Values: []any{"b", wire.AppendResultBatch(nil, batch)}})
+	for _, c := range cs[5:] {
+		b, _ := json.Marshal(completed(c, `2`))
+		pipe.XAdd(r.ctx, &redis.XAddArgs{Stream: r.keys.Results(), Values: []any{"r", b}})
+	}
+	if _, err := pipe.Exec(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.b.l.slots.set(true) // no linger: the read is what the test looks at
+	r.start(a)
+	waitFor(t, "every result applied", func() bool { return allIn(r.states(cs), "completed") })
+	if got := counter.got(); !slices.Equal(got, []int{5, 2}) {
+		t.Errorf("completion statements = %v; want the batch's 5, then the 2 single entries", got)
+	}
+	waitFor(t, "the entries acknowledged", func() bool {
+		n, _ := r.rdb.XLen(r.ctx, r.keys.Results()).Result()
+		return n == 0
+	})
+}
+
+func TestWholeEntries(t *testing.T) {
+	rs := func(ids ...string) []queue.ReceivedResult {
+		out := make([]queue.ReceivedResult, len(ids))
+		for i, id := range ids {
+			out[i].ID = id
+		}
+		return out
+	}
+	for _, c := range []struct {
+		ids  []string
+		max  int
+		want int
+	}{
+		{[]string{"a", "b", "c"}, 2, 2},
+		{[]string{"a", "a", "a", "b"}, 2, 3}, // one entry larger than max goes alone
+		{[]string{"a", "b", "b", "c"}, 2, 1},
+		{[]string{"a", "b", "b", "c"}, 3, 3},
+		{[]string{"a", "a", "b"}, 10, 3},
+	} {
+		if got := wholeEntries(rs(c.ids...), c.max); got != c.want {
+			t.Errorf("wholeEntries(%v, %d) = %d, want %d", c.ids, c.max, got, c.want)
+		}
+	}
+}

@@ -129,23 +129,60 @@ func (a *resultApplier) run(ctx context.Context) {
 			a.metrics.badMessages.WithLabelValues("results").Add(float64(len(bad)))
 			a.log.WarnContext(ctx, "dropping undecodable results", "count", len(bad))
 		}
-		if len(rs) > 0 {
-			if err := a.apply(ctx, a.allowed(rs)); err != nil {
+		applied := true
+		for len(rs) > 0 {
+			n := wholeEntries(rs, a.cfg.ResultBatch)
+			if err := a.apply(ctx, a.allowed(rs[:n])); err != nil {
 				a.storeError(ctx, storeOpApplyResults, err)
-				pending = true // not acknowledged: read them again
+				pending, applied = true, false // not acknowledged: read them again
 				_ = retry.Sleep(ctx, 200*time.Millisecond)
-				continue
+				break
 			}
+			a.ack(ctx, entryIDs(rs[:n], nil))
+			rs = rs[n:]
 		}
-		ids := append(make([]string, 0, len(rs)+len(bad)), bad...)
-		for _, r := range rs {
-			ids = append(ids, r.ID)
-		}
-		if err := a.queue.AckResults(ctx, ids); err != nil {
-			// Applied but not acknowledged: they come back as stale.
-			a.redisError(ctx, redisOpResultsAck, err)
+		if applied {
+			a.ack(ctx, entryIDs(nil, bad))
 		}
 	}
+}
+
+// ack acknowledges applied (or dropped) entries of the stream.
+func (a *resultApplier) ack(ctx context.Context, ids []string) {
+	if err := a.queue.AckResults(ctx, ids); err != nil {
+		// Applied but not acknowledged: they come back as stale.
+		a.redisError(ctx, redisOpResultsAck, err)
+	}
+}
+
+// wholeEntries returns how many of rs to apply in one batch: whole stream
+// entries (the results of a batch entry are adjacent and share its id)
+// adding up to at most max results, or the first entry if it alone holds
+// more. An entry is acknowledged only once all its results are applied.
+func wholeEntries(rs []queue.ReceivedResult, max int) int {
+	n := 0
+	for n < len(rs) {
+		end := n + 1
+		for end < len(rs) && rs[end].ID == rs[n].ID {
+			end++
+		}
+		if n > 0 && end > max {
+			break
+		}
+		n = end
+	}
+	return n
+}
+
+// entryIDs returns the ids of the entries of rs and of bad, each once.
+func entryIDs(rs []queue.ReceivedResult, bad []string) []string {
+	ids := make([]string, 0, len(rs)+len(bad))
+	for _, r := range rs {
+		ids = append(ids, r.ID)
+	}
+	ids = append(ids, bad...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // linger waits for lingerFor unless due jobs wait for slots, and stops

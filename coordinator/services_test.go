@@ -536,18 +536,21 @@ func TestExpiredLeaseOfUnheardWorkerIsSpared(t *testing.T) {
 }
 
 // TestDispatchSpeaksEachWorkersCodec: a worker that announces the binary
-// codec gets its deliveries in it; one that does not (a worker from before
-// the codec, during a rolling upgrade) gets JSON.
+// codec gets its deliveries in it, marked (BatchMagic) if it also sends
+// result batches; one that does not (a worker from before the codec,
+// during a rolling upgrade) gets JSON.
 func TestDispatchSpeaksEachWorkersCodec(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	if _, err := r.store.JobInsert(r.ctx, []store.JobInsertParams{
-		{Name: "old", Payload: json.RawMessage(`{"a":1}`)}, {Name: "new", Payload: json.RawMessage(`{"a":2}`)}}); err != nil {
+		{Name: "old", Payload: json.RawMessage(`{"a":1}`)}, {Name: "new", Payload: json.RawMessage(`{"a":2}`)},
+		{Name: "newer", Payload: json.RawMessage(`{"a":3}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "old", JobTypes: []string{"old"}, Concurrency: 1}, now)
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "new", JobTypes: []string{"new"}, Concurrency: 1, Codec: wire.CodecBinary}, now)
+	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "newer", JobTypes: []string{"newer"}, Concurrency: 1, Codec: wire.CodecBatch}, now)
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
 	if _, err := d.round(r.ctx); err != nil {
 		t.Fatal(err)
@@ -555,13 +558,14 @@ func TestDispatchSpeaksEachWorkersCodec(t *testing.T) {
 	for _, c := range []struct {
 		worker string
 		binary bool
-	}{{"old", false}, {"new", true}} {
+		magic  byte // of a binary delivery
+	}{{"old", false, 0}, {"new", true, wire.BinaryMagic}, {"newer", true, wire.BatchMagic}} {
 		raw, err := r.rdb.LRange(r.ctx, r.keys.WorkerJobs(c.worker), 0, -1).Result()
 		if err != nil || len(raw) != 1 {
 			t.Fatalf("deliveries of %s: %q, %v", c.worker, raw, err)
 		}
-		if wire.IsBinary([]byte(raw[0])) != c.binary {
-			t.Errorf("delivery to %s = %q, want binary %v", c.worker, raw[0], c.binary)
+		if wire.IsBinary([]byte(raw[0])) != c.binary || (c.binary && raw[0][0] != c.magic) {
+			t.Errorf("delivery to %s = %q, want binary %v with magic %#x", c.worker, raw[0], c.binary, c.magic)
 		}
 		got, err := queue.DecodeDelivery([]byte(raw[0]))
 		if err != nil || got.Name != c.worker {

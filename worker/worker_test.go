@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
@@ -113,7 +115,7 @@ type coordinator struct {
 	q      *queue.Queue
 	worker string
 	hbLast string // heartbeat stream id read up to
-	json   bool   // deliver as JSON, as coordinators before the binary codec
+	codec  int    // what it speaks (wire.CodecBatch; lower: as older coordinators)
 }
 
 func newCoordinator(t *testing.T, url, prefix, workerID string) *coordinator {
@@ -126,7 +128,7 @@ func newCoordinator(t *testing.T, url, prefix, workerID string) *coordinator {
 	if err := q.EnsureResultsGroup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return &coordinator{t: t, q: q, worker: workerID, hbLast: "0-0"}
+	return &coordinator{t: t, q: q, worker: workerID, hbLast: "0-0", codec: wire.CodecBatch}
 }
 
 func delivery(jobID, token int64, name string, attempt int) wire.Delivery {
@@ -137,7 +139,8 @@ func delivery(jobID, token int64, name string, attempt int) wire.Delivery {
 // deliver pushes ds, in order, onto the worker's list in one LPUSH.
 func (c *coordinator) deliver(ds ...wire.Delivery) {
 	c.t.Helper()
-	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Binary: !c.json}}
+	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Binary: c.codec >= wire.CodecBinary,
+		Batches: c.codec >= wire.CodecBatch}}
 	if err := c.q.Deliver(c.t.Context(), out); err != nil {
 		c.t.Fatal(err)
 	}
@@ -167,6 +170,32 @@ func (c *coordinator) results(n int) []wire.Result {
 		c.t.Fatalf("got %d results, want %d: %+v", len(out), n, out)
 	}
 	return out
+}
+
+// rawResults waits until the results stream holds n entries and returns
+// them as Redis has them.
+func (c *coordinator) rawResults(n int) []redis.XMessage {
+	c.t.Helper()
+	opt, err := redis.ParseURL(redistest.URL())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		raw, err := rdb.XRange(c.t.Context(), c.q.Keys().Results(), "-", "+").Result()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if len(raw) >= n {
+			return raw
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("results stream holds %d entries, want %d", len(raw), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // readResults reads the results there are, waiting up to block for one.
@@ -257,23 +286,30 @@ func byToken(rs []wire.Result) map[int64]wire.Result {
 }
 
 // TestCodecs: the worker says in its heartbeats that it reads the binary
-// codec, and it works with a coordinator that delivers in either codec.
+// codec and sends result batches, and it works with a coordinator that
+// delivers in JSON, the binary codec, or the binary codec of a leader that
+// reads batches: its results come back in what that coordinator reads.
 func TestCodecs(t *testing.T) {
 	t.Parallel()
-	for _, asJSON := range []bool{true, false} {
-		t.Run(fmt.Sprint("json=", asJSON), func(t *testing.T) {
+	for _, codec := range []int{wire.CodecJSON, wire.CodecBinary, wire.CodecBatch} {
+		t.Run(fmt.Sprint("codec=", codec), func(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			w := newTestWorker(t, redistest.URL(), prefix, Config{})
 			w.Handle("job", func(_ context.Context, j *Job) (any, error) {
 				return map[string]string{"id": j.ID}, nil
 			})
 			c := newCoordinator(t, redistest.URL(), prefix, w.ID())
-			c.json = asJSON
+			c.codec = codec
 			r := run(t, w)
-			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecBinary {
-				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecBinary)
+			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecBatch {
+				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecBatch)
 			}
 			c.deliver(delivery(7, 70, "job", 1))
+			raw := c.rawResults(1)
+			field := map[int]string{wire.CodecJSON: "r", wire.CodecBinary: "r", wire.CodecBatch: "b"}[codec]
+			if v, ok := raw[0].Values[field].(string); !ok || (codec != wire.CodecJSON) != wire.IsBinary([]byte(v)) {
+				t.Errorf("result entry %v; want field %q, binary %v", raw[0].Values, field, codec != wire.CodecJSON)
+			}
 			res := c.results(1)[0]
 			if res.JobID != 7 || res.LeaseToken != 70 || res.Outcome != wire.OutcomeCompleted || string(res.Result) != `{"id":"7"}` {
 				t.Fatalf("result = %+v, want job 7 completed with {\"id\":\"7\"}", res)

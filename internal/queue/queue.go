@@ -30,9 +30,10 @@ import (
 type Queue struct {
 	rdb  *redis.Client
 	keys Keys
-	// binaryResults: a delivery came in the binary codec, so the leader
-	// reads results in it too (a worker's side; see wire/codec.go).
-	binaryResults atomic.Bool
+	// resultCodec is how the leader reads results, as the last binary
+	// delivery said (a worker's side; see wire/codec.go): wire.CodecJSON
+	// until one came, then wire.CodecBinary or wire.CodecBatch.
+	resultCodec atomic.Int32
 }
 
 // Open connects to redisURL (redis:// or rediss://) and checks the connection.
@@ -75,7 +76,11 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 		vals := make([]any, len(out.Deliveries))
 		for i := range out.Deliveries {
 			d := &out.Deliveries[i]
-			if out.Binary {
+			switch {
+			case out.Batches:
+				vals[i] = wire.AppendDeliveryForBatches(nil, d)
+				continue
+			case out.Binary:
 				vals[i] = wire.AppendDelivery(nil, d)
 				continue
 			}
@@ -94,10 +99,12 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 }
 
 // Outbox is one worker's deliveries of a dispatch round, and whether the
-// worker reads the binary codec (its heartbeats say wire.CodecBinary).
+// worker reads the binary codec (its heartbeats say wire.CodecBinary) and
+// may send result batches (wire.CodecBatch; the leader reads them).
 type Outbox struct {
 	Deliveries []wire.Delivery
 	Binary     bool
+	Batches    bool
 }
 
 // SendControl pushes a control command to one worker.
@@ -125,7 +132,8 @@ func (q *Queue) DropWorkerQueues(ctx context.Context, workerID string) error {
 //	ARGV     lease tokens, as decimal strings
 //
 // A binary delivery (wire.AppendDelivery) starts with its token in decimal
-// after the magic byte \1 and before a \0. A JSON delivery's token is the
+// after the magic byte (\1, or \2 from a leader that reads result
+// batches) and before a \0. A JSON delivery's token is the
 // last "lease_token":N in it (the field comes after the payload, which may
 // hold a key of that name). Matching the text avoids cjson, which reads
 // 63-bit tokens as lossy doubles.
@@ -134,7 +142,7 @@ local drop = {}
 for i = 1, #ARGV do drop[ARGV[i]] = true end
 local n = 0
 for _, v in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  local tok = string.match(v, '^\1(%d+)%z')
+  local tok = string.match(v, '^[\1\2](%d+)%z')
   if not tok then
     for t in string.gmatch(v, '"lease_token":(%d+)') do tok = t end
   end
@@ -206,9 +214,12 @@ func (q *Queue) Receive(ctx context.Context, workerID string, max int, block tim
 			in.Bad++
 			continue
 		}
-		if wire.IsBinary([]byte(v)) {
-			// The leader speaks the binary codec: answer in it.
-			q.binaryResults.Store(true)
+		// Answer in what the leader speaks (wire/codec.go).
+		switch v[0] {
+		case wire.BinaryMagic:
+			q.resultCodec.Store(wire.CodecBinary)
+		case wire.BatchMagic:
+			q.resultCodec.Store(wire.CodecBatch)
 		}
 		in.Deliveries = append(in.Deliveries, d)
 	}
@@ -422,13 +433,37 @@ func DecodeHeartbeat(b []byte) (wire.Heartbeat, error) {
 	return hb, nil
 }
 
-// SendResults appends attempt outcomes to the results stream in one round trip.
+// Bounds of one result batch (wire.AppendResultBatch): a batch is closed
+// once it holds maxBatchResults results or maxBatchBytes bytes.
+const (
+	maxBatchResults = 256
+	maxBatchBytes   = 1 << 20
+)
+
+// SendResults appends attempt outcomes to the results stream in one round
+// trip: in batches if the leader reads them, else one entry each.
 func (q *Queue) SendResults(ctx context.Context, rs []wire.Result) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	binary := q.binaryResults.Load()
+	codec := q.resultCodec.Load()
 	pipe := q.rdb.Pipeline()
+	if codec == wire.CodecBatch {
+		for len(rs) > 0 {
+			n, size := 0, 0
+			for n < len(rs) && n < maxBatchResults && (n == 0 || size < maxBatchBytes) {
+				size += len(rs[n].Result) + len(rs[n].Error) + len(rs[n].Message)
+				n++
+			}
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: q.keys.Results(), Values: []any{"b", wire.AppendResultBatch(nil, rs[:n])}})
+			rs = rs[n:]
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("send results: %w", err)
+		}
+		return nil
+	}
+	binary := codec == wire.CodecBinary
 	for i := range rs {
 		var b []byte
 		if binary {
@@ -458,10 +493,12 @@ type ReceivedResult struct {
 // entries its predecessor read but never acknowledged.
 const ResultsConsumer = "leader"
 
-// ReadResults returns up to max results: first any delivered earlier but not
-// acknowledged (pending), then new ones, blocking up to block (0 does not
-// block). Undecodable entries are returned in bad (ids to acknowledge and
-// drop). It recreates the consumer group if Redis lost it.
+// ReadResults returns the results of up to max stream entries: first any
+// delivered earlier but not acknowledged (pending), then new ones, blocking
+// up to block (0 does not block). The results of a batch entry are adjacent
+// and carry its id. An entry's id is in bad once per result of it that does
+// not decode (or once if it does not decode at all): to count, then
+// acknowledge. It recreates the consumer group if Redis lost it.
 func (q *Queue) ReadResults(ctx context.Context, pending bool, max int, block time.Duration) (rs []ReceivedResult, bad []string, err error) {
 	start := ">"
 	if pending {
@@ -487,12 +524,29 @@ func (q *Queue) ReadResults(ctx context.Context, pending bool, max int, block ti
 	}
 	for _, s := range streams {
 		for _, m := range s.Messages {
-			r, err := DecodeResult(field(m.Values, "r"))
+			batch := field(m.Values, "b")
+			if batch == nil {
+				r, err := DecodeResult(field(m.Values, "r"))
+				if err != nil {
+					bad = append(bad, m.ID)
+					continue
+				}
+				rs = append(rs, ReceivedResult{ID: m.ID, Result: r})
+				continue
+			}
+			parts, err := wire.SplitResultBatch(batch)
 			if err != nil {
 				bad = append(bad, m.ID)
 				continue
 			}
-			rs = append(rs, ReceivedResult{ID: m.ID, Result: r})
+			for _, p := range parts {
+				r, err := DecodeResult(p)
+				if err != nil {
+					bad = append(bad, m.ID) // once per bad result: counted, then acknowledged with the rest
+					continue
+				}
+				rs = append(rs, ReceivedResult{ID: m.ID, Result: r})
+			}
 		}
 	}
 	return rs, bad, nil

@@ -791,12 +791,12 @@ func TestConcurrentDeliverReceive(t *testing.T) {
 // else is on the list (a newer lease of a worker that came back) stays.
 func TestRemoveDeliveries(t *testing.T) {
 	t.Parallel()
-	for _, binary := range []bool{false, true} {
-		t.Run(fmt.Sprint("binary=", binary), func(t *testing.T) { testRemoveDeliveries(t, binary) })
+	for _, out := range []queue.Outbox{{}, {Binary: true}, {Binary: true, Batches: true}} {
+		t.Run(fmt.Sprintf("binary=%v,batches=%v", out.Binary, out.Batches), func(t *testing.T) { testRemoveDeliveries(t, out) })
 	}
 }
 
-func testRemoveDeliveries(t *testing.T, binary bool) {
+func testRemoveDeliveries(t *testing.T, out queue.Outbox) {
 	e := newEnv(t)
 	ctx := t.Context()
 	big := int64(1<<62 + 12345) // beyond a double's exact integers
@@ -805,7 +805,8 @@ func testRemoveDeliveries(t *testing.T, binary bool) {
 		{JobID: 2, Name: "n", Payload: json.RawMessage(`null`), LeaseToken: 7, CreatedAt: created},
 		{JobID: 3, Name: "n", Payload: json.RawMessage(`null`), LeaseToken: big + 1, CreatedAt: created},
 	}
-	if err := e.q.Deliver(ctx, outbox(binary, map[string][]wire.Delivery{"w": ds})); err != nil {
+	out.Deliveries = ds
+	if err := e.q.Deliver(ctx, map[string]queue.Outbox{"w": out}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := e.q.RemoveDeliveries(ctx, "w", []int64{big, 99})
@@ -865,5 +866,85 @@ func TestResultsCodec(t *testing.T) {
 	}
 	if !same(t, results(got), sent) {
 		t.Errorf("read back %+v, want %+v", results(got), sent)
+	}
+}
+
+// TestResultBatches: once a delivery says the leader reads result batches,
+// a worker's queue sends the results of one call as one stream entry per
+// 256 (the leader reads them back in order, each with its entry's id); a
+// delivery from a leader that does not turns it back to one entry each. A
+// result of a batch that does not decode is reported in bad, once, with
+// its entry's id, and the others of the entry are read.
+func TestResultBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.q.EnsureResultsGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	worker := openEnv(t, redistest.URL(), e.keys.Prefix)
+	deliver := func(out queue.Outbox) {
+		t.Helper()
+		out.Deliveries = []wire.Delivery{delivery(9)}
+		if err := e.q.Deliver(ctx, map[string]queue.Outbox{"w": out}); err != nil {
+			t.Fatal(err)
+		}
+		if in := worker.receive(t, "w", 10); len(in.Deliveries) != 1 || in.Bad != 0 {
+			t.Fatalf("delivery %+v received as %+v", out, in)
+		}
+	}
+	entries := func() []redis.XMessage {
+		t.Helper()
+		raw, err := e.rdb.XRange(ctx, e.keys.Results(), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+
+	deliver(queue.Outbox{Binary: true, Batches: true})
+	var sent []wire.Result
+	for i := range 300 {
+		sent = append(sent, result(int64(i+1), wire.OutcomeCompleted))
+	}
+	if err := worker.q.SendResults(ctx, sent); err != nil {
+		t.Fatal(err)
+	}
+	raw := entries()
+	if len(raw) != 2 || raw[0].Values["b"] == nil || raw[1].Values["b"] == nil {
+		t.Fatalf("300 results went to %d entries (%v); want 2 batches", len(raw), raw)
+	}
+	got, bad, err := e.q.ReadResults(ctx, false, 10, 0)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("read results: %v, bad %v", err, bad)
+	}
+	if !same(t, results(got), sent) {
+		t.Fatalf("read back %d results, not the 300 sent in order", len(got))
+	}
+	if got[0].ID != raw[0].ID || got[255].ID != raw[0].ID || got[256].ID != raw[1].ID || got[299].ID != raw[1].ID {
+		t.Errorf("ids %s, %s, %s, %s; want the first entry's for 256, then the second's", got[0].ID, got[255].ID, got[256].ID, got[299].ID)
+	}
+
+	// An older leader delivers: one entry per result again.
+	deliver(queue.Outbox{Binary: true})
+	if err := worker.q.SendResults(ctx, sent[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if raw := entries(); len(raw) != 4 || raw[2].Values["r"] == nil || raw[3].Values["r"] == nil {
+		t.Fatalf("after an older leader's delivery: %v; want two single entries more", raw[2:])
+	}
+
+	// A batch holding a result that does not decode (no job id).
+	poison := wire.AppendResultBatch(nil, []wire.Result{sent[0], {LeaseToken: 1, WorkerID: "w", Outcome: wire.OutcomeCompleted}, sent[1]})
+	id, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.keys.Results(), Values: []any{"b", poison}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err = e.q.ReadResults(ctx, false, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[2].ID != id || got[3].ID != id || !slices.Equal(bad, []string{id}) {
+		t.Errorf("read %d results (%v), bad %v; want the 2 singles and the batch's 2 good ones, and its id once in bad", len(got), ids(got), bad)
 	}
 }

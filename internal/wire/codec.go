@@ -35,24 +35,48 @@ import (
 // A delivery's token leads in text so that the Lua script that removes
 // deliveries by token (queue.RemoveDeliveries) can read it without a
 // decoder of its own.
+//
+// Result batches. A worker that announces CodecBatch and has received a
+// delivery that starts with BatchMagic (its leader reads batches) sends
+// the results it has ready as one stream entry (field "b") instead of one
+// entry each: BatchMagic, then per result its length as a varint and its
+// binary form as above. Each stream entry costs Redis an XADD, an entry in
+// the consumer group's pending list, an XACK and an XDEL, and the leader a
+// parsed reply: per result, that was most of Redis's CPU under load
+// (docs/benchmarks.md). A delivery in BinaryMagic (an older leader) turns
+// the worker back to one entry per result.
+//
+//	batch:    BatchMagic, count, then count times: length, result
 
 // Codecs a worker can announce in Heartbeat.Codec.
 const (
 	CodecJSON   = 0 // JSON only (workers before the binary codec)
 	CodecBinary = 1 // also the binary codec of this file
+	CodecBatch  = 2 // also result batches
 )
 
-// BinaryMagic is the first byte of every binary-coded message.
+// BinaryMagic is the first byte of every binary-coded message but those
+// below.
 const BinaryMagic = 0x01
 
+// BatchMagic is the first byte of a delivery from a leader that reads
+// result batches, and of a result batch.
+const BatchMagic = 0x02
+
 // IsBinary reports whether b is a binary-coded message.
-func IsBinary(b []byte) bool { return len(b) > 0 && b[0] == BinaryMagic }
+func IsBinary(b []byte) bool { return len(b) > 0 && (b[0] == BinaryMagic || b[0] == BatchMagic) }
 
 var errShort = errors.New("truncated message")
 
 // AppendDelivery appends the binary form of d to b.
-func AppendDelivery(b []byte, d *Delivery) []byte {
-	b = append(b, BinaryMagic)
+func AppendDelivery(b []byte, d *Delivery) []byte { return appendDelivery(b, BinaryMagic, d) }
+
+// AppendDeliveryForBatches appends the binary form of d to b, marked as
+// from a leader that reads result batches.
+func AppendDeliveryForBatches(b []byte, d *Delivery) []byte { return appendDelivery(b, BatchMagic, d) }
+
+func appendDelivery(b []byte, magic byte, d *Delivery) []byte {
+	b = append(b, magic)
 	b = strconv.AppendInt(b, d.LeaseToken, 10)
 	b = append(b, 0)
 	b = binary.AppendUvarint(b, uint64(d.JobID))
@@ -117,8 +141,8 @@ func AppendResult(b []byte, r *Result) []byte {
 // memory.
 func ParseResult(b []byte) (Result, error) {
 	var res Result
-	if !IsBinary(b) {
-		return res, errors.New("not a binary message")
+	if len(b) == 0 || b[0] != BinaryMagic {
+		return res, errors.New("not a binary result")
 	}
 	r := reader{b: b[1:]}
 	res.JobID = r.int64()
@@ -134,6 +158,51 @@ func ParseResult(b []byte) (Result, error) {
 	res.StartedAt = r.time()
 	res.FinishedAt = r.time()
 	return res, r.done()
+}
+
+// AppendResultBatch appends a batch of the results rs to b (an empty
+// batch for no result).
+func AppendResultBatch(b []byte, rs []Result) []byte {
+	b = append(b, BatchMagic)
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	var one []byte
+	for i := range rs {
+		one = AppendResult(one[:0], &rs[i])
+		b = appendBytes(b, one)
+	}
+	return b
+}
+
+// IsResultBatch reports whether b is a result batch.
+func IsResultBatch(b []byte) bool { return len(b) > 0 && b[0] == BatchMagic }
+
+// SplitResultBatch returns the binary form of each result of a batch, for
+// ParseResult; they share b's memory. A batch that is cut short, holds an
+// empty entry or trailing bytes is refused whole.
+func SplitResultBatch(b []byte) ([][]byte, error) {
+	if !IsResultBatch(b) {
+		return nil, errors.New("not a result batch")
+	}
+	r := reader{b: b[1:]}
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("count beyond the batch's length") // each result takes at least a byte
+	}
+	var out [][]byte
+	if r.err == nil {
+		out = make([][]byte, 0, n)
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		one := r.bytes()
+		if r.err == nil && len(one) == 0 {
+			r.fail("empty result in batch")
+		}
+		out = append(out, one)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func appendString(b []byte, s string) []byte {

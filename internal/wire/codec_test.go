@@ -108,6 +108,58 @@ func TestOutOfRangeRefused(t *testing.T) {
 	}
 }
 
+// A batch holds its results in order, each decoding as it was sent; every
+// truncation of it, and a trailing byte, is refused.
+func TestResultBatch(t *testing.T) {
+	rs := []Result{sampleResult(), {JobID: 1, LeaseToken: 2, WorkerID: "w", Outcome: OutcomeCompleted}, sampleResult()}
+	rs[2].JobID = 43
+	b := AppendResultBatch(nil, rs)
+	if !IsResultBatch(b) || !IsBinary(b) {
+		t.Fatalf("batch %q does not read as one", b)
+	}
+	parts, err := SplitResultBatch(b)
+	if err != nil || len(parts) != len(rs) {
+		t.Fatalf("SplitResultBatch = %d parts, %v; want %d", len(parts), err, len(rs))
+	}
+	for i, p := range parts {
+		got, err := ParseResult(p)
+		if err != nil || !reflect.DeepEqual(got, rs[i]) {
+			t.Errorf("result %d = %+v, %v; want %+v", i, got, err, rs[i])
+		}
+	}
+	for n := 0; n < len(b); n++ {
+		if _, err := SplitResultBatch(b[:n]); err == nil {
+			t.Errorf("batch cut to %d of %d bytes split", n, len(b))
+		}
+	}
+	if _, err := SplitResultBatch(append(b, 0)); err == nil {
+		t.Error("batch with a trailing byte split")
+	}
+	if parts, err := SplitResultBatch(AppendResultBatch(nil, nil)); err != nil || len(parts) != 0 {
+		t.Errorf("empty batch = %d parts, %v", len(parts), err)
+	}
+	// A batch is not a result, nor a result a batch.
+	if _, err := ParseResult(b); err == nil {
+		t.Error("a batch parsed as a result")
+	}
+	if _, err := SplitResultBatch(AppendResult(nil, &rs[0])); err == nil {
+		t.Error("a result split as a batch")
+	}
+}
+
+// A delivery marked for a leader that reads batches decodes as any other.
+func TestDeliveryForBatches(t *testing.T) {
+	d := sampleDelivery()
+	b := AppendDeliveryForBatches(nil, &d)
+	if b[0] != BatchMagic || !IsBinary(b) {
+		t.Fatalf("delivery for batches starts with %#x", b[0])
+	}
+	got, err := ParseDelivery(b)
+	if err != nil || !reflect.DeepEqual(got, d) {
+		t.Errorf("ParseDelivery = %+v, %v; want %+v", got, err, d)
+	}
+}
+
 // FuzzParse: no input panics either decoder, and whatever decodes encodes
 // back to something that decodes to the same value.
 func FuzzParse(f *testing.F) {
@@ -115,6 +167,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(AppendDelivery(nil, &d))
 	f.Add(AppendResult(nil, &r))
 	f.Add([]byte{BinaryMagic})
+	f.Add(AppendResultBatch(nil, []Result{r, r}))
 	f.Add([]byte("\x01123\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, err := ParseDelivery(b); err == nil {
@@ -127,6 +180,13 @@ func FuzzParse(f *testing.F) {
 			again, err := ParseResult(AppendResult(nil, &got))
 			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Errorf("result %+v re-encoded: %+v, %v", got, again, err)
+			}
+		}
+		if parts, err := SplitResultBatch(b); err == nil {
+			for _, p := range parts {
+				if len(p) == 0 {
+					t.Errorf("batch %q split into an empty part", b)
+				}
 			}
 		}
 	})

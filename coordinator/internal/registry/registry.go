@@ -420,12 +420,14 @@ func (r *Registry) Remove(now time.Time, keep time.Duration) []string {
 	return out
 }
 
-// Binary reports whether a worker reads deliveries in the binary codec.
-func (r *Registry) Binary(id string) bool {
+// Codec is the newest codec a worker announced (wire.CodecJSON if unknown).
+func (r *Registry) Codec(id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w, ok := r.workers[id]
-	return ok && w.Codec >= wire.CodecBinary
+	if w, ok := r.workers[id]; ok {
+		return w.Codec
+	}
+	return wire.CodecJSON
 }
 
 // Usable reports whether a worker is known, alive and not draining.
