@@ -1,6 +1,7 @@
 package envconf
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,26 @@ func TestNewLoggerRejectsUnknownLevel(t *testing.T) {
 	}
 	if _, err := NewLogger(""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSetGOGC: the binaries' target applies unless GOGC is set, and GOGC
+// wins when it is.
+func TestSetGOGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	t.Setenv("GOGC", "")
+	if got := SetGOGC(ServiceGOGC); got != ServiceGOGC {
+		t.Errorf("SetGOGC with GOGC unset = %d, want %d", got, ServiceGOGC)
+	}
+	if got := debug.SetGCPercent(-1); got != ServiceGOGC {
+		t.Errorf("collector target = %d, want %d", got, ServiceGOGC)
+	}
+	debug.SetGCPercent(150) // as the runtime would have read GOGC=150
+	t.Setenv("GOGC", "150")
+	if got := SetGOGC(ServiceGOGC); got != 150 {
+		t.Errorf("SetGOGC with GOGC=150 = %d, want 150", got)
+	}
+	if got := debug.SetGCPercent(-1); got != 150 {
+		t.Errorf("collector target = %d, want GOGC's 150", got)
 	}
 }

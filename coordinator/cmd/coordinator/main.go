@@ -45,6 +45,7 @@ func main() {
 }
 
 func run() error {
+	envconf.SetGOGC(envconf.ServiceGOGC)
 	var e envconf.Env
 	if len(os.Args) > 1 && os.Args[1] == "worker-credential" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

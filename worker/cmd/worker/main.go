@@ -33,6 +33,7 @@ func main() {
 }
 
 func run() error {
+	envconf.SetGOGC(envconf.ServiceGOGC)
 	var e envconf.Env
 	var cfg worker.Config
 	var bcfg builtin.Config
