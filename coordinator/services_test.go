@@ -573,3 +573,41 @@ func TestDispatchSpeaksEachWorkersCodec(t *testing.T) {
 		}
 	}
 }
+
+// expiredCounter counts the scans for leases that ran out.
+type expiredCounter struct {
+	*store.Store
+	scans int
+}
+
+func (c *expiredCounter) JobReclaimExpired(ctx context.Context, epoch int64, spare []string, policy store.RetryPolicy) ([]store.FailOutcome, error) {
+	c.scans++
+	return c.Store.JobReclaimExpired(ctx, epoch, spare, policy)
+}
+
+// TestExpiredScanEveryTenthOfLease: the reaper judges silent workers every
+// tick, but scans PostgreSQL for leases that ran out once per tenth of the
+// lease (2 s here: every 200 ms, not every 25 ms tick).
+func TestExpiredScanEveryTenthOfLease(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	counter := &expiredCounter{Store: r.store}
+	rp := r.reaper()
+	rp.store = counter
+	if got, want := rp.expiredEvery(), 200*time.Millisecond; got != want {
+		t.Fatalf("expiredEvery = %v, want %v", got, want)
+	}
+	now := time.Now()
+	r.b.l.live.caughtUp(now, now)
+	for range 5 {
+		rp.tick(r.ctx)
+	}
+	if counter.scans != 1 {
+		t.Fatalf("5 ticks in a row scanned %d times, want 1", counter.scans)
+	}
+	rp.expiredAt = rp.expiredAt.Add(-rp.expiredEvery())
+	rp.tick(r.ctx)
+	if counter.scans != 2 {
+		t.Errorf("a tick a tenth of the lease later: %d scans in all, want 2", counter.scans)
+	}
+}

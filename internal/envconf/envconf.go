@@ -115,15 +115,14 @@ func NewLogger(level string) (*slog.Logger, error) {
 	return slog.New(h), nil
 }
 
-// ServiceGOGC is the garbage collector's target that the coordinator and
-// worker binaries run with unless GOGC is set: a new collection starts
-// when the heap has grown to 5 times what the last one left live, not 2
-// times. Their live heaps are small and bounded by their batches (the
-// coordinator's 20-30 MB through a 1M backlog), while under load they
-// allocate per job; with Go's default 100, garbage collection was a
-// quarter of the leader coordinator's CPU and a sixth of each worker's.
-// At 400, CPU per job fell by a third (coordinator) and 30 % (workers),
-// and peak RSS rose from 29 to 49 MB and from 24 to 36 MB
+// ServiceGOGC is the garbage collector's target that the submitter,
+// coordinator and worker binaries run with unless GOGC is set: a new
+// collection starts when the heap has grown to 5 times what the last one
+// left live, not 2 times. Under load they allocate per job and per request;
+// with Go's default 100, garbage collection was a quarter of the leader
+// coordinator's CPU, a sixth of each worker's and a third of the
+// submitter's. At 400, CPU per job fell by 30-40 % in each, for a peak
+// RSS of 46, 36 and 75 MB instead of 29, 24 and 40 MB on the default bench
 // (docs/benchmarks.md). GOGC (and GOMEMLIMIT) work as Go documents them.
 const ServiceGOGC = 400
 

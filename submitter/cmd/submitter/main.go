@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "token" {
 		return tokenCommand(ctx, args[1:], os.Stdout, os.Stderr)
 	}
+	envconf.SetGOGC(envconf.ServiceGOGC)
 	logger, err := envconf.NewLogger(os.Getenv("LOG_LEVEL"))
 	if err != nil {
 		return err
