@@ -330,8 +330,12 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		d.undeliver(ctx, claimed)
 		return n, false, err
 	}
+	byName := map[string]int{}
 	for _, j := range claimed {
-		d.metrics.dispatched.WithLabelValues(d.typeLabel(j.Name)).Inc()
+		byName[j.Name]++
+	}
+	for name, count := range byName {
+		d.metrics.dispatched.WithLabelValues(d.typeLabel(name)).Add(float64(count))
 	}
 	return n, filled, nil
 }

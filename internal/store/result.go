@@ -65,11 +65,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, epoch int64, cs []Completio
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", interpretError(err))
 	}
-	return collectFinished(rows)
+	return collectFinished(rows, len(cs))
 }
 
-func collectFinished(rows pgx.Rows) ([]Finished, error) {
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finished, error) {
+func collectFinished(rows pgx.Rows, n int) ([]Finished, error) {
+	out, err := pgx.AppendRows(make([]Finished, 0, n), rows, func(r pgx.CollectableRow) (Finished, error) {
 		var f Finished
 		err := r.Scan(&f.ID, &f.LeaseToken, &f.Name, &f.WorkerID, &f.CreatedAt, &f.StartedAt)
 		return f, err
