@@ -826,17 +826,24 @@ func testRemoveDeliveries(t *testing.T, out queue.Outbox) {
 	}
 }
 
+// newResultsEnv opens the leader's side (with the results group) and a
+// worker's side of the same key space.
+func newResultsEnv(t *testing.T) (leader, worker *env) {
+	t.Helper()
+	leader = newEnv(t)
+	if err := leader.q.EnsureResultsGroup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return leader, openEnv(t, redistest.URL(), leader.keys.Prefix)
+}
+
 // TestResultsCodec: a worker's queue sends results as JSON until it has
 // received a delivery in the binary codec (its leader speaks it), then in
 // the binary codec; the leader's ReadResults decodes both to the same value.
 func TestResultsCodec(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e, worker := newResultsEnv(t)
 	ctx := t.Context()
-	if err := e.q.EnsureResultsGroup(ctx); err != nil {
-		t.Fatal(err)
-	}
-	worker := openEnv(t, redistest.URL(), e.keys.Prefix)
 	sent := []wire.Result{result(1, wire.OutcomeCompleted), result(2, wire.OutcomeFailed)}
 	if err := worker.q.SendResults(ctx, sent[:1]); err != nil {
 		t.Fatal(err)
@@ -877,12 +884,8 @@ func TestResultsCodec(t *testing.T) {
 // its entry's id, and the others of the entry are read.
 func TestResultBatches(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e, worker := newResultsEnv(t)
 	ctx := t.Context()
-	if err := e.q.EnsureResultsGroup(ctx); err != nil {
-		t.Fatal(err)
-	}
-	worker := openEnv(t, redistest.URL(), e.keys.Prefix)
 	deliver := func(out queue.Outbox) {
 		t.Helper()
 		out.Deliveries = []wire.Delivery{delivery(9)}
