@@ -63,6 +63,9 @@ type resultApplier struct {
 	// lingerFor is how long a small read waits for more results while no
 	// due job waits for a slot; 0 means defaultResultLinger.
 	lingerFor time.Duration
+	// lingering, if not nil, gets a value each time a linger starts
+	// waiting (tests wait on it instead of on time).
+	lingering chan<- struct{}
 }
 
 // While jobs come in a trickle each result arrives alone, and applying it
@@ -196,6 +199,10 @@ func (a *resultApplier) linger(ctx context.Context) bool {
 	}
 	t := time.NewTimer(cmp.Or(a.lingerFor, defaultResultLinger))
 	defer t.Stop()
+	select {
+	case a.lingering <- struct{}{}: // nil: never ready
+	default:
+	}
 	select {
 	case <-t.C:
 		return true
