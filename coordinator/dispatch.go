@@ -313,8 +313,7 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		}
 		out, ok := byWorker[j.WorkerID]
 		if !ok {
-			codec := d.l.workers.Codec(j.WorkerID)
-			out.Binary, out.Batches = codec >= wire.CodecBinary, codec >= wire.CodecBatch
+			out.Codec = d.l.workers.Codec(j.WorkerID)
 		}
 		out.Deliveries = append(out.Deliveries, wire.Delivery{
 			JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,

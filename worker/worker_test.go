@@ -139,8 +139,7 @@ func delivery(jobID, token int64, name string, attempt int) wire.Delivery {
 // deliver pushes ds, in order, onto the worker's list in one LPUSH.
 func (c *coordinator) deliver(ds ...wire.Delivery) {
 	c.t.Helper()
-	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Binary: c.codec >= wire.CodecBinary,
-		Batches: c.codec >= wire.CodecBatch}}
+	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Codec: c.codec}}
 	if err := c.q.Deliver(c.t.Context(), out); err != nil {
 		c.t.Fatal(err)
 	}

@@ -77,10 +77,10 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 		for i := range out.Deliveries {
 			d := &out.Deliveries[i]
 			switch {
-			case out.Batches:
+			case out.Codec >= wire.CodecBatch:
 				vals[i] = wire.AppendDeliveryForBatches(nil, d)
 				continue
-			case out.Binary:
+			case out.Codec >= wire.CodecBinary:
 				vals[i] = wire.AppendDelivery(nil, d)
 				continue
 			}
@@ -98,13 +98,12 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 	return nil
 }
 
-// Outbox is one worker's deliveries of a dispatch round, and whether the
-// worker reads the binary codec (its heartbeats say wire.CodecBinary) and
-// may send result batches (wire.CodecBatch; the leader reads them).
+// Outbox is one worker's deliveries of a dispatch round, and the newest
+// codec its heartbeats announce (wire.CodecJSON, wire.CodecBinary, or
+// wire.CodecBatch: it may send result batches, which this leader reads).
 type Outbox struct {
 	Deliveries []wire.Delivery
-	Binary     bool
-	Batches    bool
+	Codec      int
 }
 
 // SendControl pushes a control command to one worker.

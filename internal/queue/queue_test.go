@@ -77,10 +77,10 @@ func same(t *testing.T, got, want any) bool {
 }
 
 // outbox makes a Deliver argument, in one codec for every worker.
-func outbox(binary bool, m map[string][]wire.Delivery) map[string]queue.Outbox {
+func outbox(codec int, m map[string][]wire.Delivery) map[string]queue.Outbox {
 	out := map[string]queue.Outbox{}
 	for id, ds := range m {
-		out[id] = queue.Outbox{Deliveries: ds, Binary: binary}
+		out[id] = queue.Outbox{Deliveries: ds, Codec: codec}
 	}
 	return out
 }
@@ -96,20 +96,20 @@ func (e *env) receive(t *testing.T, worker string, max int) queue.Inbox {
 
 func TestDeliverReceive(t *testing.T) {
 	t.Parallel()
-	for _, binary := range []bool{false, true} {
-		t.Run(fmt.Sprint("binary=", binary), func(t *testing.T) { testDeliverReceive(t, binary) })
+	for _, codec := range []int{wire.CodecJSON, wire.CodecBinary, wire.CodecBatch} {
+		t.Run(fmt.Sprint("codec=", codec), func(t *testing.T) { testDeliverReceive(t, codec) })
 	}
 }
 
-func testDeliverReceive(t *testing.T, binary bool) {
+func testDeliverReceive(t *testing.T, codec int) {
 	e := newEnv(t)
 	ctx := t.Context()
 	w1 := []wire.Delivery{delivery(1), delivery(2), delivery(3)}
 	w2 := []wire.Delivery{delivery(4)}
-	if err := e.q.Deliver(ctx, outbox(binary, map[string][]wire.Delivery{"w1": w1, "w2": w2})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(codec, map[string][]wire.Delivery{"w1": w1, "w2": w2})); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}
-	if err := e.q.Deliver(ctx, outbox(binary, map[string][]wire.Delivery{"w1": {delivery(5)}})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(codec, map[string][]wire.Delivery{"w1": {delivery(5)}})); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}
 	// FIFO per worker, across Deliver calls, max at a time.
@@ -136,7 +136,7 @@ func TestReceiveControlFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(wire.CodecJSON, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
 		t.Fatal(err)
 	}
 	c1 := wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1001, Reason: "canceled"}
@@ -195,7 +195,7 @@ func TestReceiveBlocks(t *testing.T) {
 		got <- in
 	}()
 	// Delivered before or during the wait: the waiting Receive gets it either way.
-	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(wire.CodecJSON, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -214,7 +214,7 @@ func TestDropWorkerQueues(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"gone": {delivery(1)}, "kept": {delivery(2)}})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(wire.CodecJSON, map[string][]wire.Delivery{"gone": {delivery(1)}, "kept": {delivery(2)}})); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.q.SendControl(ctx, "gone", wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1}); err != nil {
@@ -236,7 +236,7 @@ func TestKeysUsePrefix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(wire.CodecJSON, map[string][]wire.Delivery{"w": {delivery(1)}})); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.q.SendControl(ctx, "w", wire.Control{Op: wire.OpCancel, JobID: 1, LeaseToken: 1}); err != nil {
@@ -752,7 +752,7 @@ func TestConcurrentDeliverReceive(t *testing.T) {
 				for j := range batch {
 					batch[j] = delivery(int64(w*perWorker + i + j + 1))
 				}
-				if err := e.q.Deliver(ctx, outbox(false, map[string][]wire.Delivery{fmt.Sprint("w", w): batch})); err != nil {
+				if err := e.q.Deliver(ctx, outbox(wire.CodecJSON, map[string][]wire.Delivery{fmt.Sprint("w", w): batch})); err != nil {
 					t.Error(err)
 					return
 				}
@@ -791,8 +791,8 @@ func TestConcurrentDeliverReceive(t *testing.T) {
 // else is on the list (a newer lease of a worker that came back) stays.
 func TestRemoveDeliveries(t *testing.T) {
 	t.Parallel()
-	for _, out := range []queue.Outbox{{}, {Binary: true}, {Binary: true, Batches: true}} {
-		t.Run(fmt.Sprintf("binary=%v,batches=%v", out.Binary, out.Batches), func(t *testing.T) { testRemoveDeliveries(t, out) })
+	for _, codec := range []int{wire.CodecJSON, wire.CodecBinary, wire.CodecBatch} {
+		t.Run(fmt.Sprint("codec=", codec), func(t *testing.T) { testRemoveDeliveries(t, queue.Outbox{Codec: codec}) })
 	}
 }
 
@@ -848,7 +848,7 @@ func TestResultsCodec(t *testing.T) {
 	if err := worker.q.SendResults(ctx, sent[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.q.Deliver(ctx, outbox(true, map[string][]wire.Delivery{"w": {delivery(9)}})); err != nil {
+	if err := e.q.Deliver(ctx, outbox(wire.CodecBinary, map[string][]wire.Delivery{"w": {delivery(9)}})); err != nil {
 		t.Fatal(err)
 	}
 	if in := worker.receive(t, "w", 10); len(in.Deliveries) != 1 || in.Bad != 0 {
@@ -905,7 +905,7 @@ func TestResultBatches(t *testing.T) {
 		return raw
 	}
 
-	deliver(queue.Outbox{Binary: true, Batches: true})
+	deliver(queue.Outbox{Codec: wire.CodecBatch})
 	var sent []wire.Result
 	for i := range 300 {
 		sent = append(sent, result(int64(i+1), wire.OutcomeCompleted))
@@ -929,7 +929,7 @@ func TestResultBatches(t *testing.T) {
 	}
 
 	// An older leader delivers: one entry per result again.
-	deliver(queue.Outbox{Binary: true})
+	deliver(queue.Outbox{Codec: wire.CodecBinary})
 	if err := worker.q.SendResults(ctx, sent[:2]); err != nil {
 		t.Fatal(err)
 	}
