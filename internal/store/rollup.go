@@ -39,15 +39,22 @@ type RollupRow struct {
 // kept. It returns how many rows it wrote.
 //
 // The minute's jobs are read as counts per name and bucket of
-// submit-to-start time (RollupEnded; the due jobs by RollupDue), one
-// round trip, and the percentiles are taken from the buckets here
-// (rollupBucket): the statement that took them exactly, with
-// percentile_cont over every started job, sorted a minute's jobs on disk
-// and cost 2.6 s of PostgreSQL's CPU per minute at 36,000 jobs/s
-// (docs/benchmarks.md).
+// submit-to-start time (RollupWriteEnded; the due jobs RollupWriteDue),
+// in one round trip, and the percentiles are taken from the buckets here
+// (bucketPercentile). The statement that took them exactly, with
+// percentile_cont over every started job, sorted the minute's jobs on
+// disk: 6.2 s of PostgreSQL's CPU for a minute at 33,000 jobs/s, 0.7 s
+// now (docs/benchmarks.md).
 func (s *Store) RollupWrite(ctx context.Context, epoch int64, minute time.Time) (int64, error) {
 	minute = minute.Truncate(time.Minute)
-	rows, err := s.rollupRead(ctx, minute)
+	b := &pgx.Batch{}
+	b.Queue(q("RollupWriteEnded"), minute, rollupMinMillis, rollupBucketsPerE)
+	b.Queue(q("RollupWriteDue"))
+	br := s.pool.SendBatch(ctx, b)
+	rows, err := readRollup(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = interpretError(cerr)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("write the rollup of %s: %w", minute.UTC().Format("15:04"), err)
 	}
@@ -55,30 +62,12 @@ func (s *Store) RollupWrite(ctx context.Context, epoch int64, minute time.Time) 
 	for _, r := range rows {
 		in.add(r)
 	}
-	tag, err := s.pool.Exec(ctx, q("RollupInsert"), minute, epoch, in.names, in.completed, in.failed, in.started,
+	tag, err := s.pool.Exec(ctx, q("RollupWriteInsert"), minute, epoch, in.names, in.completed, in.failed, in.started,
 		in.p50, in.p95, in.depth, in.oldest)
 	if err != nil {
 		return 0, fmt.Errorf("write the rollup of %s: %w", minute.UTC().Format("15:04"), interpretError(err))
 	}
 	return tag.RowsAffected(), nil
-}
-
-// rollupRead reads the minute's counts and returns its rows: the total
-// (name "") first, then the MaxRollupNames busiest names (most completed,
-// failed, started and due together; then by name).
-func (s *Store) rollupRead(ctx context.Context, minute time.Time) ([]RollupRow, error) {
-	b := &pgx.Batch{}
-	b.Queue(q("RollupEnded"), minute, rollupMinMillis, rollupBucketsPerE)
-	b.Queue(q("RollupDue"))
-	br := s.pool.SendBatch(ctx, b)
-	rows, err := readRollup(br)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = interpretError(cerr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
 }
 
 // rollupName gathers one name's counts (or the total's).
@@ -87,6 +76,9 @@ type rollupName struct {
 	waits map[int]int64 // started jobs per bucket
 }
 
+// readRollup reads the minute's counts and returns its rows: the total
+// (name "") first, then the MaxRollupNames busiest names (most completed,
+// failed, started and due together; then by name).
 func readRollup(br pgx.BatchResults) ([]RollupRow, error) {
 	total := &rollupName{waits: map[int]int64{}}
 	byName := map[string]*rollupName{}
@@ -154,7 +146,7 @@ func readRollup(br pgx.BatchResults) ([]RollupRow, error) {
 // busy orders the names of a minute: the busiest get rows of their own.
 func (r RollupRow) busy() int64 { return r.Completed + r.Failed + r.Started + r.QueueDepth }
 
-// The buckets of submit-to-start time (RollupEnded): bucket b holds the
+// The buckets of submit-to-start time (RollupWriteEnded): bucket b holds the
 // waits w (in milliseconds, rollupMinMillis at least) with
 // floor(ln(w) * rollupBucketsPerE) = b, so its bounds are a factor
 // e^(1/100) = 1.01 apart, and the middle of a bucket is within 0.5 % of
@@ -236,7 +228,7 @@ func (s *Store) RollupRange(ctx context.Context, since time.Time) ([]RollupRow, 
 	return out, nil
 }
 
-// rollupInsert holds a minute's rows as the columns RollupInsert takes.
+// rollupInsert holds a minute's rows as the columns RollupWriteInsert takes.
 type rollupInsert struct {
 	names                      []string
 	completed, failed, started []int64

@@ -1,6 +1,6 @@
 -- The statements of rollup.go, each named after the function that runs it.
 
--- name: RollupEnded
+-- name: RollupWriteEnded
 -- The jobs that ended in the minute that starts at $1, and those whose
 -- latest attempt started in it, per name and bucket of submit-to-start
 -- time (bucket NULL: not started in the minute): one scan of
@@ -28,7 +28,7 @@ FROM ended
 WHERE (in_minute AND status IN ('completed', 'failed')) OR wait IS NOT NULL
 GROUP BY 1, 2
 
--- name: RollupDue
+-- name: RollupWriteDue
 -- The due jobs per name now, and the oldest one's wait in seconds: a scan
 -- of jobs_queue_due_idx, which (unlike jobs_due_idx) holds the jobs with
 -- a limit_key too.
@@ -36,7 +36,7 @@ SELECT name, count(*), date_part('epoch', now() - min(next_run_at)) FROM jobs
 WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
 GROUP BY name
 
--- name: RollupInsert
+-- name: RollupWriteInsert
 -- One minute's rows ($1), fenced by the leader's epoch ($2); rows already
 -- written for that minute (by an earlier leader) are kept as they are.
 INSERT INTO job_rollup (minute, name, completed, failed, started, start_p50_ms, start_p95_ms, queue_depth,
