@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -23,12 +24,14 @@ import (
 // The count stops at the bound, so its cost does not grow with the
 // backlog. Between two counts the guard adds the jobs this submitter
 // accepted, so a flood cannot overshoot the bound by a whole interval's
-// worth; it may still overshoot by the requests in flight, by what other
-// submitters accept meanwhile, and by a job accepted while a count ran
-// whose snapshot missed it (that count's answer replaces the tally; the
-// next count sees the job). Adding what was accepted during a count
-// instead would count some jobs twice and refuse below the bound. Jobs already accepted are never
-// affected; the bound only refuses new ones.
+// worth. It never counts a job twice, which would refuse below the
+// bound: a submission takes a mark before its INSERT, and its jobs are
+// added only if no count started since (a count that started later may
+// have seen them). So the guard may still overshoot by the requests in
+// flight, by what other submitters accept meanwhile, and by the jobs
+// whose INSERT overlapped a count that missed them: the next count sees
+// them. Jobs already accepted are never affected; the bound only refuses
+// new ones.
 type backlogGuard struct {
 	count    func(ctx context.Context, limit int64) (int64, error)
 	max      int64
@@ -36,6 +39,8 @@ type backlogGuard struct {
 	log      *slog.Logger
 	due      atomic.Int64 // the last count plus the jobs accepted since
 	refusing bool         // what the last count said (run's goroutine only): for the log
+	mu       sync.Mutex   // orders accepted's check and add against a count's start and answer
+	counts   uint64       // counts started plus counts ended (mu): odd while one runs
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -59,9 +64,24 @@ func newBacklogGuard(count func(context.Context, int64) (int64, error), max int6
 // admit reports whether a submission may be inserted now.
 func (g *backlogGuard) admit() bool { return g.max <= 0 || g.due.Load() < g.max }
 
-// accepted records n jobs just created, until the next count sees them.
-func (g *backlogGuard) accepted(n int) {
-	if g.max > 0 {
+// mark returns what accepted needs to know about the counts: taken
+// before the INSERT of the jobs it will report.
+func (g *backlogGuard) mark() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.counts
+}
+
+// accepted records n jobs just created by an INSERT that began at mark,
+// until the next count sees them; unless a count ran since mark, which
+// may have seen them already.
+func (g *backlogGuard) accepted(n int, mark uint64) {
+	if g.max <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.counts == mark && mark%2 == 0 {
 		g.due.Add(int64(n))
 	}
 }
@@ -89,7 +109,16 @@ func (g *backlogGuard) run(ctx context.Context) {
 func (g *backlogGuard) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, max(g.interval, time.Second))
 	defer cancel()
+	g.mu.Lock()
+	g.counts++
+	g.mu.Unlock()
 	n, err := g.count(cctx, g.max)
+	g.mu.Lock()
+	g.counts++
+	if err == nil {
+		g.due.Store(n)
+	}
+	g.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
 			// Keep the last answer: inserts fail anyway while the
@@ -98,7 +127,6 @@ func (g *backlogGuard) check(ctx context.Context) {
 		}
 		return
 	}
-	g.due.Store(n)
 	if full := n >= g.max; full != g.refusing {
 		g.refusing = full
 		if full {

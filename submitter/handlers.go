@@ -197,6 +197,7 @@ func (s *Server) admit(w http.ResponseWriter) error {
 // coordinator if anything was created. A single job shares its statement
 // with concurrent submissions (insertBatcher).
 func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]wire.SubmitResponse, int, error) {
+	mark := s.backlog.mark()
 	var res []store.JobInsertResult
 	var err error
 	if len(params) == 1 && len(params[0].DependsOn) == 0 {
@@ -234,7 +235,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 		}
 	}
 	s.metrics.submitted.Add(float64(created))
-	s.backlog.accepted(dueNow(params, res))
+	s.backlog.accepted(dueNow(params, res), mark)
 	s.metrics.deduplicated.Add(float64(len(existing)))
 	if created > 0 {
 		s.wake()
