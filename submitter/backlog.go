@@ -24,14 +24,18 @@ import (
 // The count stops at the bound, so its cost does not grow with the
 // backlog. Between two counts the guard adds the jobs this submitter
 // accepted, so a flood cannot overshoot the bound by a whole interval's
-// worth. It never counts a job twice, which would refuse below the
-// bound: a submission takes a mark before its INSERT, and its jobs are
-// added only if no count started since (a count that started later may
-// have seen them). So the guard may still overshoot by the requests in
-// flight, by what other submitters accept meanwhile, and by the jobs
-// whose INSERT overlapped a count that missed them: the next count sees
-// them. Jobs already accepted are never affected; the bound only refuses
-// new ones.
+// worth. It must not count a job twice, which would refuse below the
+// bound: a submission takes a mark (the counts started so far) before its
+// INSERT, and its jobs are not added once a count that started after the
+// mark has answered, since that count may have seen them; the jobs of an
+// INSERT that began while a count ran are added to that count's answer.
+// So the guard may overshoot by the requests in flight, by what other
+// submitters accept meanwhile, and by the jobs of an INSERT that began
+// before a count was sent and that its snapshot missed (the next count
+// sees them). It counts a job twice only if a count sent before the
+// INSERT took its snapshot after the INSERT committed, and then only
+// until the next count. Jobs already accepted are never affected; the
+// bound only refuses new ones.
 type backlogGuard struct {
 	count    func(ctx context.Context, limit int64) (int64, error)
 	max      int64
@@ -40,7 +44,10 @@ type backlogGuard struct {
 	due      atomic.Int64 // the last count plus the jobs accepted since
 	refusing bool         // what the last count said (run's goroutine only): for the log
 	mu       sync.Mutex   // orders accepted's check and add against a count's start and answer
-	counts   uint64       // counts started plus counts ended (mu): odd while one runs
+	started  uint64       // counts started (mu)
+	answered uint64       // which count's answer due holds, by its place in started (mu)
+	counting bool         // a count is running, the one numbered started (mu)
+	carry    int64        // jobs added while it runs whose INSERT began after it was sent (mu)
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -64,25 +71,30 @@ func newBacklogGuard(count func(context.Context, int64) (int64, error), max int6
 // admit reports whether a submission may be inserted now.
 func (g *backlogGuard) admit() bool { return g.max <= 0 || g.due.Load() < g.max }
 
-// mark returns what accepted needs to know about the counts: taken
-// before the INSERT of the jobs it will report.
+// mark returns the counts started so far, taken before the INSERT of the
+// jobs it will report to accepted.
 func (g *backlogGuard) mark() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.counts
+	return g.started
 }
 
 // accepted records n jobs just created by an INSERT that began at mark,
-// until the next count sees them; unless a count ran since mark, which
-// may have seen them already.
+// until the next count sees them; unless a count that started after mark
+// has answered already, which may have seen them. Jobs added while a
+// count sent before their INSERT runs are carried over into its answer.
 func (g *backlogGuard) accepted(n int, mark uint64) {
 	if g.max <= 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.counts == mark && mark%2 == 0 {
-		g.due.Add(int64(n))
+	if g.answered > mark {
+		return
+	}
+	g.due.Add(int64(n))
+	if g.counting && g.started == mark {
+		g.carry += int64(n)
 	}
 }
 
@@ -110,13 +122,16 @@ func (g *backlogGuard) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, max(g.interval, time.Second))
 	defer cancel()
 	g.mu.Lock()
-	g.counts++
+	g.started++
+	seq := g.started
+	g.counting, g.carry = true, 0
 	g.mu.Unlock()
 	n, err := g.count(cctx, g.max)
 	g.mu.Lock()
-	g.counts++
+	g.counting = false
 	if err == nil {
-		g.due.Store(n)
+		g.due.Store(n + g.carry)
+		g.answered = seq
 	}
 	g.mu.Unlock()
 	if err != nil {
