@@ -9,10 +9,11 @@ import (
 // TestBacklogGuardNeverCountsAJobTwice: a job that a count started after
 // its INSERT began has seen is not added again when its submission
 // reports it accepted; one accepted between counts, or during or after a
-// count that was sent before its INSERT, is added. When a count saw the job and
-// answered before the submission added it, the guard refused below its
-// bound: on a loaded machine TestMaxBacklogRefusesSubmissionsUntilWorkers-
-// CatchUp was refused with 2 due jobs for a bound of 3.
+// count that was sent before its INSERT, is added. When a count saw the
+// job and answered before the submission added it, the guard refused
+// below its bound: on a loaded machine
+// TestMaxBacklogRefusesSubmissionsUntilWorkersCatchUp was refused with 2
+// due jobs for a bound of 3.
 func TestBacklogGuardNeverCountsAJobTwice(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -54,6 +55,7 @@ func TestBacklogGuardNeverCountsAJobTwice(t *testing.T) {
 	if got := g.due.Load(); got != 3 {
 		t.Fatalf("due %d with 3 jobs in the database, want 3: a job missed", got)
 	}
+
 	// Accepted while a count sent before its INSERT runs: the count's
 	// answer (which missed it) carries it.
 	during = func() {
