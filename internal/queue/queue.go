@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -251,20 +252,58 @@ func (q *Queue) Wake(ctx context.Context) error {
 	return q.rdb.Publish(ctx, q.keys.Wakeup(), "1").Err()
 }
 
+// wakeCheck is how long the wake-up subscription may stay silent before
+// it pings Redis, so that a connection that died without a word is found
+// and replaced (the next receive reconnects and subscribes again).
+const wakeCheck = 3 * time.Second
+
 // SubscribeWake returns a channel that receives a value per wake-up, and a
 // function to stop listening.
+//
+// One goroutine reads the subscription and signals the channel. go-redis's
+// Channel would add two more per message (one forwards it, one resets the
+// health check's timer), each a wake-up of a parked goroutine: at 1,000
+// single submits a second they cost 4 % of the coordinator's CPU
+// (docs/benchmarks.md). The health check is kept: a silent wakeCheck
+// sends a PING.
 func (q *Queue) SubscribeWake(ctx context.Context) (<-chan struct{}, func()) {
 	sub := q.rdb.Subscribe(ctx, q.keys.Wakeup())
 	out := make(chan struct{}, 1)
+	closed := make(chan struct{})
 	go func() {
-		for range sub.Channel() {
-			select {
-			case out <- struct{}{}:
-			default: // one pending wake-up is as good as many
+		for {
+			msg, err := sub.ReceiveTimeout(context.Background(), wakeCheck)
+			var nerr interface{ Timeout() bool }
+			switch {
+			case err == nil:
+			case errors.Is(err, redis.ErrClosed):
+				return
+			case errors.As(err, &nerr) && nerr.Timeout():
+				_ = sub.Ping(context.Background()) // a failure makes the next receive reconnect
+				continue
+			default: // Redis away: the next receive reconnects; not in a busy loop
+				select {
+				case <-closed:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			if _, ok := msg.(*redis.Message); ok {
+				select {
+				case out <- struct{}{}:
+				default: // one pending wake-up is as good as many
+				}
 			}
 		}
 	}()
-	return out, func() { _ = sub.Close() }
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			close(closed)
+			_ = sub.Close()
+		})
+	}
 }
 
 // ---- worker → coordinator ----

@@ -620,6 +620,29 @@ func TestWake(t *testing.T) {
 		t.Errorf("%d subscribers on %s, want 1", n, e.keys.Wakeup())
 	}
 
+	// A connection killed under the subscription is replaced, and
+	// wake-ups arrive again. (This test is the package's only
+	// subscriber, so killing every pubsub client kills only its own.)
+	if err := e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch: // a wake-up sent before the kill
+	default:
+	}
+	for got := false; !got; {
+		if err := e.q.Wake(ctx); err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		select {
+		case <-ch:
+			got = true
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no wake-up received within 10s of the kill")
+		}
+	}
+
 	// After stop the subscription leaves the server.
 	stop()
 	for subscribers() != 0 {
