@@ -103,6 +103,44 @@ func TestInsertBatcherContextsAndClose(t *testing.T) {
 	})
 }
 
+// Close waits for the statement running to finish, and that submission
+// gets its answer.
+func TestInsertBatcherCloseWaitsForTheStatementRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		insert := func(_ context.Context, ps []store.JobInsertParams) ([]store.JobInsertResult, error) {
+			<-gate
+			return []store.JobInsertResult{{ID: 7, Created: true}}, nil
+		}
+		b := newInsertBatcher(insert, 2, 1000, time.Minute, nil)
+		var res store.JobInsertResult
+		var err error
+		inserted := make(chan struct{})
+		go func() {
+			res, err = b.Insert(t.Context(), store.JobInsertParams{Name: "a"})
+			close(inserted)
+		}()
+		synctest.Wait() // in its statement
+		closed := make(chan struct{})
+		go func() {
+			b.Close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a statement was running")
+		default:
+		}
+		close(gate)
+		<-inserted
+		<-closed
+		if err != nil || res.ID != 7 {
+			t.Errorf("the running submission got %+v, %v; want job 7", res, err)
+		}
+	})
+}
+
 // Against PostgreSQL: every submission of a shared statement gets its own
 // row back, and a row PostgreSQL refuses fails alone while the rest of its
 // statement is inserted.
