@@ -292,6 +292,21 @@ func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromed
 	}
 }
 
+// clickLive clicks sel in a part of the page that live updates replace
+// (an htmx swap on sse:stats): when the node it found is swapped out
+// before the click lands, it finds the new one and clicks that. (CI saw
+// "Could not find node with given id" on the queues page's Pause.)
+func clickLive(sel string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for i := 0; ; i++ {
+			v, err := chromedp.Click(chromedp.CSS(sel))(ctx, tg)
+			if err == nil || i == 4 || !strings.Contains(err.Error(), "Could not find node with given id") {
+				return v, err
+			}
+		}
+	}
+}
+
 func get[T any](t *testing.T, b *browser, what string, a chromedp.Action[T]) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
@@ -598,7 +613,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("queue mail shows paused %q", got)
 	}
 	b.axe(t, "queues")
-	b.do(t, "pause", chromedp.Click(chromedp.CSS(`tr[data-queue="default"] button.pause`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+	b.do(t, "pause", clickLive(`tr[data-queue="default"] button.pause`), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
 	if got := text(t, b, `tr[data-queue="default"] td[data-col="paused"]`); got != "paused" || count(t, b, `tr[data-queue="default"] button.resume`) != 1 {
 		t.Errorf("after Pause the default queue shows paused %q", got)
 	}
