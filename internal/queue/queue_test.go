@@ -596,18 +596,22 @@ func TestWake(t *testing.T) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(10 * time.Second)
-	for got := false; !got; {
-		if err := e.q.Wake(ctx); err != nil {
-			t.Fatalf("wake: %v", err)
-		}
-		select {
-		case <-ch:
-			got = true
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no wake-up received after 10s")
+	awaitWake := func(what string) {
+		t.Helper()
+		for got := false; !got; {
+			if err := e.q.Wake(ctx); err != nil {
+				t.Fatalf("wake: %v", err)
+			}
+			select {
+			case <-ch:
+				got = true
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("no wake-up received %s", what)
+			}
 		}
 	}
+	awaitWake("within 10s")
 	subscribers := func() int64 {
 		t.Helper()
 		res, err := e.rdb.PubSubNumSub(ctx, e.keys.Wakeup()).Result()
@@ -630,18 +634,7 @@ func TestWake(t *testing.T) {
 	case <-ch: // a wake-up sent before the kill
 	default:
 	}
-	for got := false; !got; {
-		if err := e.q.Wake(ctx); err != nil {
-			t.Fatalf("wake: %v", err)
-		}
-		select {
-		case <-ch:
-			got = true
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no wake-up received within 10s of the kill")
-		}
-	}
+	awaitWake("within 10s of the start, after the kill")
 
 	// After stop the subscription leaves the server.
 	stop()
