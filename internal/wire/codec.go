@@ -40,11 +40,11 @@ import (
 // delivery that starts with BatchMagic (its leader reads batches) sends
 // the results it has ready as one stream entry (field "b") instead of one
 // entry each: BatchMagic, the count, then per result its length as a
-// varint and its binary form as above. Each stream entry costs Redis an XADD, an entry in
-// the consumer group's pending list, an XACK and an XDEL, and the leader a
-// parsed reply: per result, that was most of Redis's CPU under load
-// (docs/benchmarks.md). A delivery in BinaryMagic (an older leader) turns
-// the worker back to one entry per result.
+// varint and its binary form as above. Each stream entry costs Redis an
+// XADD, an entry in the consumer group's pending list, an XACK and an
+// XDEL, and the leader a parsed reply: per result, that was most of
+// Redis's CPU under load (docs/benchmarks.md). A delivery in BinaryMagic
+// (an older leader) turns the worker back to one entry per result.
 //
 //	batch:    BatchMagic, count, then count times: length, result
 
