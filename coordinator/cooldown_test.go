@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +14,15 @@ import (
 // claims that leased any.
 type claimRecorder struct {
 	*store.Store
-	mu    sync.Mutex
-	sizes []int
+	sizeLog
 }
 
 func (c *claimRecorder) JobClaimBatch(ctx context.Context, p store.JobClaimParams) ([]store.Claimed, error) {
 	cs, err := c.Store.JobClaimBatch(ctx, p)
 	if len(cs) > 0 {
-		c.mu.Lock()
-		c.sizes = append(c.sizes, len(cs))
-		c.mu.Unlock()
+		c.add(len(cs))
 	}
 	return cs, err
-}
-
-func (c *claimRecorder) got() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.sizes)
 }
 
 // TestDispatchCoolsDownOnlyWhileSlotsAreFree: after a round that found

@@ -15,26 +15,36 @@ import (
 	"github.com/dtsched/dts/internal/wire"
 )
 
-// completeCounter records the size of each completion statement.
-type completeCounter struct {
-	*store.Store
+// sizeLog records the sizes of statements, for the store wrappers below
+// (safe for concurrent use).
+type sizeLog struct {
 	mu    sync.Mutex
 	sizes []int
 }
 
-func (c *completeCounter) JobCompleteMany(ctx context.Context, epoch int64, cs []store.Completion) ([]store.Finished, error) {
-	if len(cs) > 0 {
-		c.mu.Lock()
-		c.sizes = append(c.sizes, len(cs))
-		c.mu.Unlock()
-	}
-	return c.Store.JobCompleteMany(ctx, epoch, cs)
+func (l *sizeLog) add(n int) {
+	l.mu.Lock()
+	l.sizes = append(l.sizes, n)
+	l.mu.Unlock()
 }
 
-func (c *completeCounter) got() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.sizes)
+func (l *sizeLog) got() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sizes)
+}
+
+// completeCounter records the size of each completion statement.
+type completeCounter struct {
+	*store.Store
+	sizeLog
+}
+
+func (c *completeCounter) JobCompleteMany(ctx context.Context, epoch int64, cs []store.Completion) ([]store.Finished, error) {
+	if len(cs) > 0 {
+		c.add(len(cs))
+	}
+	return c.Store.JobCompleteMany(ctx, epoch, cs)
 }
 
 // TestResultsLingerOnlyWhileSlotsAreFree: while no due job waits for a
