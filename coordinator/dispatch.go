@@ -28,7 +28,7 @@ type dispatchStore interface {
 // dispatchQueue delivers jobs and carries the submitters' wake-ups.
 type dispatchQueue interface {
 	Deliver(ctx context.Context, byWorker map[string]queue.Outbox) error
-	SubscribeWake(ctx context.Context) (<-chan struct{}, func())
+	SubscribeWake(ctx context.Context) (<-chan bool, func())
 }
 
 // dispatcher leases due jobs to free slots whenever something may have
@@ -46,7 +46,8 @@ type dispatchQueue interface {
 // Limits cost nothing until they are used either: jobs with a limit_key
 // are in neither claim's index, and the limited claim (dts_claim_limited_jobs)
 // runs only while the dispatcher's copy, reloaded every poll interval,
-// says such jobs are waiting. Then a group's slots are shared between the
+// says such jobs are waiting, or a submitter's wake-up said it made some
+// due (a limited wake-up, queue.Wake). Then a group's slots are shared between the
 // limited claim and the other (limitShare).
 type dispatcher struct {
 	base
@@ -116,7 +117,10 @@ func (d *dispatcher) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-wake:
+		case limited := <-wake:
+			// Jobs with a limit_key were submitted: claim them now, not
+			// after the next reload of the flag (loadLimited).
+			d.limited = d.limited || limited
 		case <-d.l.kick:
 		case <-t.C:
 		}

@@ -104,6 +104,51 @@ func TestDispatchLimitedClaimOnlyWhileLimitedJobsWait(t *testing.T) {
 	}
 }
 
+// A limited wake-up (a submitter made jobs with a limit_key due) makes the
+// next round run the limited claim at once, however fresh the flag that
+// said no limited job waits; a plain one does not. The poll interval here
+// is an hour, so the flag is never reloaded after the first round.
+func TestDispatchLimitedWakeClaimsLimitedJobsAtOnce(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	b := r.b
+	b.cfg.PollInterval = time.Hour
+	d := &dispatcher{base: b, store: r.store, queue: r.queue}
+	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "w", JobTypes: []string{"*"}, Concurrency: 100}, time.Now())
+	r.start(d)
+	leased := func(sql string) func() bool {
+		return func() bool { return r.count(sql) > 0 }
+	}
+	// wakeUntil wakes the dispatcher (plain or limited) until cond holds:
+	// the subscription starts in the background, and wake-ups are best
+	// effort.
+	wakeUntil := func(what string, limited bool, cond func() bool) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			if err := r.queue.Wake(r.ctx, limited); err != nil {
+				t.Fatal(err)
+			}
+			return cond()
+		})
+	}
+	// The first round loaded the flag: nothing limited waits.
+	r.insertKeyed("x", "", 1)
+	wakeUntil("the plain job leased", false, leased(`SELECT count(*) FROM jobs WHERE status = 'leased'`))
+
+	// A keyed job and a plain one, woken plainly: the plain one is claimed,
+	// the keyed one waits for the flag's reload (an hour).
+	r.insertKeyed("x", "tenant", 1)
+	r.insertKeyed("x", "", 1)
+	wakeUntil("the second plain job leased", false, func() bool {
+		return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased' AND limit_key IS NULL`) == 2
+	})
+	if n := r.count(`SELECT count(*) FROM jobs WHERE status = 'leased' AND limit_key IS NOT NULL`); n != 0 {
+		t.Fatalf("a plain wake-up leased %d keyed jobs; the test proves nothing", n)
+	}
+	// A limited wake-up: claimed now.
+	wakeUntil("the keyed job leased", true, leased(`SELECT count(*) FROM jobs WHERE status = 'leased' AND limit_key = 'tenant'`))
+}
+
 // runTracker counts each job name's runs in progress and keeps the most,
 // and each run's start time.
 type runTracker struct {

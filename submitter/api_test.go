@@ -487,36 +487,54 @@ func TestWakeOnSubmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := sub.Channel()
-	expectWake := func(what string) {
+	// expectWake reads the next wake-up: "1" plain, "l" when jobs with a
+	// limit_key were made due (queue.Wake).
+	expectWake := func(what, want string) {
 		t.Helper()
 		select {
 		case m := <-ch:
-			if m.Channel != e.prefix+"dts:wakeup" {
-				t.Errorf("wake-up on %q", m.Channel)
+			if m.Channel != e.prefix+"dts:wakeup" || m.Payload != want {
+				t.Errorf("after %s: wake-up %q on %q; want %q", what, m.Payload, m.Channel, want)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no wake-up after %s", what)
 		}
 	}
 	e.submit(`{"name":"a"}`)
-	expectWake("submit")
+	expectWake("submit", "1")
 	status, body := e.do("POST", "/submit_jobs", `[{"name":"a"},{"name":"b"}]`)
 	e.must(201, nil, status, body)
-	expectWake("batch")
+	expectWake("batch", "1")
 
 	// A repeated idempotency key creates nothing and wakes nobody; a
 	// submission after it does (and is the next message).
 	e.submit(`{"name":"a","idempotency_key":"k"}`)
-	expectWake("keyed submit")
+	expectWake("keyed submit", "1")
 	status, body = e.do("POST", "/submit_job", `{"name":"a","idempotency_key":"k"}`)
 	e.must(200, nil, status, body)
 	e.submit(`{"name":"marker"}`)
-	expectWake("marker")
+	expectWake("marker", "1")
 	select {
 	case <-ch:
 		t.Error("a repeated idempotency key woke the coordinator")
 	case <-time.After(100 * time.Millisecond):
 	}
+
+	// Jobs with a limit_key, by their concurrency key or by a limit on
+	// their name, make the wake-up limited, alone or in a batch; setting
+	// a limit wakes (limited) too.
+	e.submit(`{"name":"a","concurrency_key":"tenant-1"}`)
+	expectWake("a concurrency key", "l")
+	status, body = e.do("PUT", "/limits/name:capped", `{"concurrency":1}`)
+	e.must(200, nil, status, body)
+	expectWake("a limit set", "l")
+	e.submit(`{"name":"capped"}`)
+	expectWake("a job whose name has a limit", "l")
+	status, body = e.do("POST", "/submit_jobs", `[{"name":"a"},{"name":"capped"},{"name":"b"}]`)
+	e.must(201, nil, status, body)
+	expectWake("a batch with a limited job", "l")
+	e.submit(`{"name":"a"}`)
+	expectWake("a plain submit after them", "1")
 }
 
 // TestRedisDown: with Redis gone, /readyz says so and submissions still

@@ -221,12 +221,13 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	}
 	out := make([]wire.SubmitResponse, len(res))
 	var existing []int64
-	created := 0
+	created, limited := 0, false
 	debug := s.logger.Enabled(ctx, slog.LevelDebug)
 	for i, r := range res {
 		out[i] = wire.SubmitResponse{JobID: formatID(r.ID), Status: string(cmp.Or(r.State, job.StatePending))}
 		if r.Created {
 			created++
+			limited = limited || r.Limited
 		} else {
 			existing = append(existing, r.ID)
 		}
@@ -238,7 +239,7 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	s.backlog.accepted(dueNow(params, res), mark)
 	s.metrics.deduplicated.Add(float64(len(existing)))
 	if created > 0 {
-		s.wake()
+		s.wakeSubmitted(limited)
 	}
 	if len(existing) == 0 {
 		return out, created, nil

@@ -77,6 +77,7 @@ type Server struct {
 	closeOnce sync.Once
 
 	wakeCh    chan struct{}      // capacity 1: a wake-up is pending
+	wakeLim   atomic.Bool        // the pending wake-up is limited (queue.Wake)
 	stopWaker context.CancelFunc // ends the waker goroutine
 	wakerDone chan struct{}      // closed when it has ended
 }
@@ -233,9 +234,22 @@ const (
 // made while a wake-up is pending share it, so a burst of submissions
 // costs a few PUBLISHes, and each submission is followed by a PUBLISH that
 // starts after its INSERT committed.
-func (s *Server) wake() {
+//
+// The wake-up is limited (queue.Wake): the jobs made due may have a
+// limit_key. That is what every operator action says (requeues, run now,
+// a resumed queue, a changed limit): they are rare, and a limited wake-up
+// costs at most one claim that finds nothing. Submissions say what they
+// know (wakeSubmitted).
+func (s *Server) wake() { s.wakeSubmitted(true) }
+
+// wakeSubmitted is wake for submitted jobs; limited says some of them were
+// created with a limit_key (store.JobInsertResult.Limited).
+func (s *Server) wakeSubmitted(limited bool) {
 	if s.console != nil {
 		s.console.Changed()
+	}
+	if limited {
+		s.wakeLim.Store(true) // before the signal: the PUBLISH that takes it reads it
 	}
 	select {
 	case s.wakeCh <- struct{}{}:
@@ -266,7 +280,7 @@ func (s *Server) runWaker(ctx context.Context) {
 func (s *Server) publishWake(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, bestEffortTimeout)
 	defer cancel()
-	if err := s.queue.Wake(pctx); err != nil && ctx.Err() == nil {
+	if err := s.queue.Wake(pctx, s.wakeLim.Swap(false)); err != nil && ctx.Err() == nil {
 		s.metrics.wakeErrors.Inc()
 		s.metrics.countRedisError(redisOpWake)
 		s.logger.DebugContext(ctx, "wake coordinator", "error", err)

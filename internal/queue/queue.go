@@ -247,9 +247,18 @@ func DecodeDelivery(b []byte) (wire.Delivery, error) {
 
 // ---- wake-ups ----
 
-// Wake tells the coordinator new jobs are due. Best effort.
-func (q *Queue) Wake(ctx context.Context) error {
-	return q.rdb.Publish(ctx, q.keys.Wakeup(), "1").Err()
+// Wake tells the coordinator new jobs are due. Best effort. limited says
+// some of them may have a limit_key: the leader's dispatcher runs its
+// limited claim only while it knows such jobs wait, and would otherwise
+// learn of them at its next reload (a poll interval later). The message
+// is "l" then, "1" otherwise; a subscriber takes any message other than
+// "1" as limited.
+func (q *Queue) Wake(ctx context.Context, limited bool) error {
+	msg := "1"
+	if limited {
+		msg = "l"
+	}
+	return q.rdb.Publish(ctx, q.keys.Wakeup(), msg).Err()
 }
 
 // wakeCheck is how long the wake-up subscription may stay silent before
@@ -257,8 +266,9 @@ func (q *Queue) Wake(ctx context.Context) error {
 // and replaced (the next receive reconnects and subscribes again).
 const wakeCheck = 3 * time.Second
 
-// SubscribeWake returns a channel that receives a value per wake-up, and a
-// function to stop listening.
+// SubscribeWake returns a channel that receives a value per wake-up, true
+// when it was limited (Wake), and a function to stop listening. Wake-ups
+// that come while one is pending are merged into it (limited if any was).
 //
 // One goroutine reads the subscription and signals the channel. go-redis's
 // Channel would add two more per message (one forwards it, one resets the
@@ -266,9 +276,9 @@ const wakeCheck = 3 * time.Second
 // single submits a second they cost 4 % of the coordinator's CPU
 // (docs/benchmarks.md). The health check is kept: a silent wakeCheck
 // sends a PING.
-func (q *Queue) SubscribeWake(ctx context.Context) (<-chan struct{}, func()) {
+func (q *Queue) SubscribeWake(ctx context.Context) (<-chan bool, func()) {
 	sub := q.rdb.Subscribe(ctx, q.keys.Wakeup())
-	out := make(chan struct{}, 1)
+	out := make(chan bool, 1)
 	closed := make(chan struct{})
 	go func() {
 		for {
@@ -289,11 +299,8 @@ func (q *Queue) SubscribeWake(ctx context.Context) (<-chan struct{}, func()) {
 				}
 				continue
 			}
-			if _, ok := msg.(*redis.Message); ok {
-				select {
-				case out <- struct{}{}:
-				default: // one pending wake-up is as good as many
-				}
+			if m, ok := msg.(*redis.Message); ok {
+				mergeWake(out, m.Payload != "1")
 			}
 		}
 	}()
@@ -303,6 +310,24 @@ func (q *Queue) SubscribeWake(ctx context.Context) (<-chan struct{}, func()) {
 			close(closed)
 			_ = sub.Close()
 		})
+	}
+}
+
+// mergeWake puts a wake-up on out (capacity 1, one sender: the caller),
+// merged with the one pending there if any: one pending wake-up is as
+// good as many, limited if any of them was.
+func mergeWake(out chan bool, limited bool) {
+	for {
+		select {
+		case out <- limited:
+			return
+		default:
+		}
+		select {
+		case pending := <-out:
+			limited = limited || pending
+		default: // the receiver took it meanwhile: send again
+		}
 	}
 }
 

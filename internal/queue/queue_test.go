@@ -585,7 +585,7 @@ func TestWake(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Wake(ctx); err != nil {
+	if err := e.q.Wake(ctx, false); err != nil {
 		t.Fatalf("wake with nobody listening: %v", err)
 	}
 	ch, stop := e.q.SubscribeWake(ctx)
@@ -596,22 +596,30 @@ func TestWake(t *testing.T) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(10 * time.Second)
-	awaitWake := func(what string) {
+	// awaitWake publishes wake-ups (limited or not) until one arrives, and
+	// returns whether it was limited.
+	awaitWake := func(what string, limited bool) bool {
 		t.Helper()
-		for got := false; !got; {
-			if err := e.q.Wake(ctx); err != nil {
+		for {
+			if err := e.q.Wake(ctx, limited); err != nil {
 				t.Fatalf("wake: %v", err)
 			}
 			select {
-			case <-ch:
-				got = true
+			case l := <-ch:
+				return l
 			case <-tick.C:
 			case <-deadline:
 				t.Fatalf("no wake-up received %s", what)
 			}
 		}
 	}
-	awaitWake("within 10s")
+	if awaitWake("within 10s", false) {
+		t.Error("a plain wake-up arrived as limited")
+	}
+	// A limited one arrives as limited (plain ones sent before may still
+	// come first, alone: wait for it).
+	for !awaitWake("within 10s, limited", true) {
+	}
 	subscribers := func() int64 {
 		t.Helper()
 		res, err := e.rdb.PubSubNumSub(ctx, e.keys.Wakeup()).Result()
@@ -634,7 +642,7 @@ func TestWake(t *testing.T) {
 	case <-ch: // a wake-up sent before the kill
 	default:
 	}
-	awaitWake("within 10s of the start, after the kill")
+	awaitWake("within 10s of the start, after the kill", false)
 
 	// After stop the subscription leaves the server.
 	stop()

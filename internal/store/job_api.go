@@ -58,6 +58,10 @@ type JobInsertResult struct {
 	// failed or was canceled). For an earlier job (Created false) it is
 	// empty: JobStateGetMany reads it.
 	State job.State
+	// Limited says the job was created with a limit_key (its concurrency
+	// key, or a limit on its name): only the limited claim takes it, so
+	// the submitter's wake-up says so (queue.Wake).
+	Limited bool
 }
 
 // UnknownJobsError says that jobs named as parents do not exist (never
@@ -281,12 +285,20 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 	}
 	byKey := map[string]int64{}
 	var unkeyed []int64
+	var limited map[int64]bool // the few created with a limit_key
 	for rows.Next() {
 		var id int64
 		var key *string
-		if err := rows.Scan(&id, &key); err != nil {
+		var lim bool
+		if err := rows.Scan(&id, &key, &lim); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if lim {
+			if limited == nil {
+				limited = map[int64]bool{}
+			}
+			limited[id] = true
 		}
 		if key == nil {
 			unkeyed = append(unkeyed, id)
@@ -304,10 +316,11 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		p := params[k]
 		switch {
 		case p.IdempotencyKey == "":
-			out[k] = JobInsertResult{ID: unkeyed[0], Created: true, State: job.StatePending}
+			out[k] = JobInsertResult{ID: unkeyed[0], Created: true, State: job.StatePending, Limited: limited[unkeyed[0]]}
 			unkeyed = unkeyed[1:]
 		case byKey[p.IdempotencyKey] != 0:
-			out[k] = JobInsertResult{ID: byKey[p.IdempotencyKey], Created: true, State: job.StatePending}
+			id := byKey[p.IdempotencyKey]
+			out[k] = JobInsertResult{ID: id, Created: true, State: job.StatePending, Limited: limited[id]}
 			// A repeat of the key later in idx was not created: it is
 			// looked up like any earlier job's key.
 			delete(byKey, p.IdempotencyKey)

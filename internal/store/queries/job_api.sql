@@ -32,7 +32,7 @@ ORDER BY ord
 -- name: JobInsertRows
 {{jobInsertSelect}}
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, idempotency_key
+RETURNING id, idempotency_key, limit_key IS NOT NULL
 
 -- name: JobInsertRowsUnkeyed
 -- No row has an idempotency key: no ON CONFLICT clause, because with one
@@ -40,7 +40,7 @@ RETURNING id, idempotency_key
 -- record per row, whether or not the row has a key), which made a
 -- 1,000-row insert 1.5-2.5x slower (docs/benchmarks.md).
 {{jobInsertSelect}}
-RETURNING id, idempotency_key
+RETURNING id, idempotency_key, limit_key IS NOT NULL
 
 -- name: JobGet
 SELECT {{jobColumns}} FROM jobs WHERE id = $1
