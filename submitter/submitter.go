@@ -238,8 +238,9 @@ const (
 // The wake-up is limited (queue.Wake): the jobs made due may have a
 // limit_key. That is what every operator action says (requeues, run now,
 // a resumed queue, a changed limit): they are rare, and a limited wake-up
-// costs at most one claim that finds nothing. Submissions say what they
-// know (wakeSubmitted).
+// that was not needed costs only the leader's limited claim, finding
+// nothing, in its rounds until it next checks for limited jobs (a poll
+// interval). Submissions say what they know (wakeSubmitted).
 func (s *Server) wake() { s.wakeSubmitted(true) }
 
 // wakeSubmitted is wake for submitted jobs; limited says some of them were
