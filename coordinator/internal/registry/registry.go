@@ -283,12 +283,16 @@ type SlotGroup struct {
 	Slots  []string           // worker ids, the next job's worker first
 }
 
-// Slots returns the free slots, at most max in all, grouped by the job types
-// their workers handle. Within a group, slots go round-robin over the
-// workers in least-recently-assigned order: the first job goes to the worker
-// assigned longest ago, the next to the one after it, and so on while slots
-// remain. That is exactly LRU when each assignment moves its worker to the
-// back.
+// Slots returns the free slots grouped by the job types their workers
+// handle, at most max in each group. Every group with a free slot is in
+// the result: each group is claimed for by a statement of its own, so one
+// group's slots never use up another's offer (a budget shared by all the
+// groups went to the first in order, and a worker whose names sorted last
+// waited forever beside idle ones). Within a group, slots go round-robin
+// over the workers in least-recently-assigned order: the first job goes to
+// the worker assigned longest ago, the next to the one after it, and so on
+// while slots remain. That is exactly LRU when each assignment moves its
+// worker to the back.
 func (r *Registry) Slots(max int) []SlotGroup {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -316,8 +320,8 @@ func (r *Registry) Slots(max int) []SlotGroup {
 	anyTypes := func(k string) bool { return k == "*" || strings.HasPrefix(k, "*\x01") }
 	sort.SliceStable(keys, func(i, j int) bool { return !anyTypes(keys[i]) && anyTypes(keys[j]) })
 	var out []SlotGroup
-	left := max
 	for _, k := range keys {
+		left := max
 		ws := byKey[k]
 		sort.Slice(ws, func(i, j int) bool {
 			if ws[i].lastAssigned != ws[j].lastAssigned {
