@@ -49,6 +49,9 @@
 // postmaster (goleak: ignore it with IgnoreAnyFunction); after Cleanup, none
 // is left.
 //
+// StartPair (pair.go) starts a primary and a streaming standby of a test's
+// own, which it may kill, freeze and promote, for failover tests.
+//
 // StartPgBouncer (pgbouncer.go) puts a pgbouncer in transaction mode in
 // front of one test's database, for tests of what must work through a
 // pooler.

@@ -1,0 +1,384 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dtsched/dts/internal/childproc"
+)
+
+// PairDatabase is the empty database StartPair creates on the primary. The
+// services migrate it themselves, as in production.
+const PairDatabase = "dts"
+
+// Pair is a primary and a streaming standby of its own, for failover tests:
+// unlike the shared server, each pair belongs to one test and may be killed,
+// frozen and promoted. Each node runs in a dts-pgtest-* directory of its
+// own (so a leftover is found and removed like the shared server's); Kill
+// and Pause reach the postmaster and every backend at once; and it dies
+// with the test binary (Pdeathsig; its backends exit on postmaster death).
+type Pair struct {
+	Primary, Standby *Node
+}
+
+// Node is one PostgreSQL server of a Pair.
+type Node struct {
+	Name string
+	dir  string // removed at cleanup
+	data string
+	port int
+	log  string
+	bin  string
+	cred *syscall.Credential
+
+	mu   sync.Mutex // guards proc
+	proc *childproc.Process
+}
+
+// PairOptions chooses how the standby replicates.
+type PairOptions struct {
+	// Sync makes the standby synchronous (synchronous_standby_names = '*',
+	// synchronous_commit = on): a commit is acknowledged only once the
+	// standby has flushed it. Otherwise replication is asynchronous.
+	Sync bool
+}
+
+// StartPair starts a primary with the database PairDatabase and a standby
+// streaming from it (pg_basebackup -R), waits until the standby streams
+// (and, with Sync, is the synchronous one), and stops and removes both when
+// the test ends. Durability is PostgreSQL's (fsync aside, which only
+// matters when the machine, not a process, crashes).
+func StartPair(t testing.TB, opt PairOptions) *Pair {
+	t.Helper()
+	p, err := startPair(t, opt)
+	if err != nil {
+		t.Fatalf("pgtest: start pair: %v", err)
+	}
+	return p
+}
+
+func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		if cred, err = postgresCredential(); err != nil {
+			return nil, err
+		}
+	}
+	p := &Pair{}
+	newNode := func(name string) (*Node, error) {
+		base := tempBase(cred)
+		removeStale(base, dirPrefix)
+		dir, err := os.MkdirTemp(base, dirPrefix+name+"-")
+		if err != nil {
+			return nil, fmt.Errorf("make temp dir: %w", err)
+		}
+		n := &Node{Name: name, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), bin: bin, cred: cred}
+		t.Cleanup(n.remove)
+		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			return nil, fmt.Errorf("write owner file: %w", err)
+		}
+		if cred != nil {
+			if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, fmt.Errorf("chown %s to postgres: %w", dir, err)
+			}
+		}
+		return n, nil
+	}
+	if p.Primary, err = newNode("primary"); err != nil {
+		return nil, err
+	}
+	if p.Standby, err = newNode("standby"); err != nil {
+		return nil, err
+	}
+
+	if err := p.Primary.command("initdb", "--no-sync", "-A", "trust", "-U", "postgres",
+		"-E", "UTF8", "--locale=C", "-D", p.Primary.data); err != nil {
+		return nil, err
+	}
+	// synchronous_standby_names is set only once the standby streams: a
+	// commit before that would wait for it.
+	if err := p.Primary.start(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := p.Primary.exec(ctx, "CREATE DATABASE "+PairDatabase); err != nil {
+		return nil, err
+	}
+	if err := p.Standby.command("pg_basebackup", "-R", "-X", "stream", "--no-sync", "-c", "fast",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(p.Primary.port), "-U", "postgres", "-D", p.Standby.data); err != nil {
+		return nil, err
+	}
+	if err := p.Standby.start(); err != nil {
+		return nil, err
+	}
+	want := "async"
+	if opt.Sync {
+		want = "sync"
+		if err := p.Primary.exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '*'"); err != nil {
+			return nil, err
+		}
+		if err := p.Primary.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		var state string
+		err := p.Primary.queryRow(ctx, "SELECT coalesce(max(sync_state), '') FROM pg_stat_replication WHERE state = 'streaming'", &state)
+		if err == nil && state == want {
+			return p, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("standby not %s after %s (state %q, %v)\n%s", want, startTimeout, state, err, p.Standby.logTail())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// URL is the libpq multi-host URL of PairDatabase over both nodes, primary
+// first, with target_session_attrs=read-write: a client connects to
+// whichever accepts writes, the promoted standby once the primary is gone.
+func (p *Pair) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?sslmode=disable&target_session_attrs=read-write",
+		p.Primary.port, p.Standby.port, PairDatabase)
+}
+
+// Port is the node's TCP port on 127.0.0.1.
+func (n *Node) Port() int { return n.port }
+
+// URL is the node's own URL of dbname.
+func (n *Node) URL(dbname string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", n.port, dbname)
+}
+
+// Kill SIGKILLs the postmaster and every backend at once, as a crash of its
+// machine would end them (the kernel resets their connections), and waits
+// for the postmaster to exit.
+func (n *Node) Kill() { n.signalAll(syscall.SIGKILL, true) }
+
+// Pause SIGSTOPs the postmaster and every backend: their connections stay
+// open and the kernel still acknowledges what clients send, but nothing
+// answers, as when a machine or VM freezes.
+func (n *Node) Pause() { n.signalAll(syscall.SIGSTOP, false) }
+
+// Resume SIGCONTs what Pause stopped.
+func (n *Node) Resume() { n.signalAll(syscall.SIGCONT, false) }
+
+// Promote makes a standby the primary (pg_promote, what pg_ctl promote or
+// Patroni do) and returns once it accepts writes.
+func (n *Node) Promote(ctx context.Context) error {
+	var ok bool
+	if err := n.queryRow(ctx, "SELECT pg_promote(true, 60)", &ok); err != nil {
+		return fmt.Errorf("promote %s: %w", n.Name, err)
+	}
+	if !ok {
+		return fmt.Errorf("promote %s: pg_promote returned false\n%s", n.Name, n.logTail())
+	}
+	return nil
+}
+
+// Query runs sql on the node's database dbname and scans its one row.
+func (n *Node) Query(ctx context.Context, dbname, sql string, dest ...any) error {
+	conn, err := pgx.Connect(ctx, n.URL(dbname))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, sql).Scan(dest...)
+}
+
+// signalAll sends sig to the postmaster and every process it forked. A
+// process group does not reach them: each child of the postmaster calls
+// setsid. The postmaster is stopped first so that it forks no child while
+// they are listed.
+func (n *Node) signalAll(sig syscall.Signal, wait bool) {
+	n.mu.Lock()
+	proc := n.proc
+	n.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	pm := proc.Cmd.Process.Pid
+	_ = syscall.Kill(pm, syscall.SIGSTOP)
+	for _, pid := range children(pm) {
+		_ = syscall.Kill(pid, sig)
+	}
+	_ = syscall.Kill(pm, sig)
+	if sig != syscall.SIGSTOP {
+		_ = syscall.Kill(pm, syscall.SIGCONT)
+	}
+	if wait {
+		select {
+		case <-proc.Exited():
+		case <-time.After(stopTimeout):
+		}
+	}
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) S ppid ...": the fields after the last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+func (n *Node) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, n.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %s: %w", n.Name, sql, err)
+	}
+	return nil
+}
+
+func (n *Node) queryRow(ctx context.Context, sql string, dest ...any) error {
+	return n.Query(ctx, "postgres", sql, dest...)
+}
+
+// command runs one of the server's tools as the server's user.
+func (n *Node) command(name string, args ...string) error {
+	cmd := exec.Command(filepath.Join(n.bin, name), args...)
+	cmd.Dir = n.dir
+	cmd.Env = childEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.cred, Setpgid: true}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", n.Name, name, err, out)
+	}
+	return nil
+}
+
+// start runs the postmaster on a free port and waits until it accepts
+// connections (a standby: read-only ones).
+func (n *Node) start() error {
+	for attempt := 1; ; attempt++ {
+		port, err := childproc.FreePort()
+		if err != nil {
+			return err
+		}
+		err = n.run(port)
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == 5 {
+			return err
+		}
+	}
+}
+
+func (n *Node) run(port int) error {
+	logFile, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(n.bin, "postgres"),
+		"-D", n.data,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "port="+strconv.Itoa(port),
+		"-c", "unix_socket_directories="+n.dir,
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=on",
+		"-c", "max_connections=200",
+		"-c", "shared_buffers=32MB",
+		"-c", "autovacuum=off",
+		"-c", "wal_level=replica",
+		"-c", "max_wal_senders=5",
+		"-c", "hot_standby=on",
+		"-c", "wal_receiver_status_interval=1s",
+		"-c", "wal_sender_timeout=5s",
+		"-c", "wal_receiver_timeout=5s",
+	)
+	cmd.Dir = n.dir
+	cmd.Env = childEnv()
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.cred, Setpgid: true}
+	proc, err := childproc.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	n.mu.Lock()
+	n.proc, n.port = proc, port
+	n.mu.Unlock()
+
+	deadline := time.Now().Add(startTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var one int
+		err := n.queryRow(ctx, "SELECT 1", &one)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-proc.Exited():
+			log := n.logTail()
+			n.mu.Lock()
+			n.proc = nil
+			n.mu.Unlock()
+			if strings.Contains(log, "could not bind") || strings.Contains(log, "could not create any TCP/IP sockets") {
+				return fmt.Errorf("%w: %d", errPortTaken, port)
+			}
+			return fmt.Errorf("%s exited during start-up: %s\n%s", n.Name, cmd.ProcessState, log)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s: %v\n%s", n.Name, startTimeout, err, n.logTail())
+		}
+	}
+}
+
+// remove kills the node's processes, stopped or not, and deletes its
+// directory.
+func (n *Node) remove() {
+	n.signalAll(syscall.SIGKILL, true)
+	n.mu.Lock()
+	n.proc = nil
+	n.mu.Unlock()
+	_ = os.RemoveAll(n.dir)
+}
+
+func (n *Node) logTail() string {
+	b, _ := os.ReadFile(n.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return strings.TrimSpace(string(b))
+}
