@@ -31,9 +31,10 @@ import (
 type Queue struct {
 	rdb  *redis.Client
 	keys Keys
-	// resultCodec is how the leader reads results, as the last binary
-	// delivery said (a worker's side; see wire/codec.go): wire.CodecJSON
-	// until one came, then wire.CodecBinary or wire.CodecBatch.
+	// resultCodec is how the leader reads results, as the latest delivery
+	// said (a worker's side; see wire/codec.go): wire.CodecJSON until a
+	// binary one came and after a JSON one, else wire.CodecBinary or
+	// wire.CodecBatch.
 	resultCodec atomic.Int32
 }
 
@@ -214,12 +215,16 @@ func (q *Queue) Receive(ctx context.Context, workerID string, max int, block tim
 			in.Bad++
 			continue
 		}
-		// Answer in what the leader speaks (wire/codec.go).
+		// Answer in what the leader speaks (wire/codec.go), as its latest
+		// delivery says: a JSON one comes from a leader that reads only
+		// JSON (an older coordinator took over).
 		switch v[0] {
 		case wire.BinaryMagic:
 			q.resultCodec.Store(wire.CodecBinary)
 		case wire.BatchMagic:
 			q.resultCodec.Store(wire.CodecBatch)
+		default:
+			q.resultCodec.Store(wire.CodecJSON)
 		}
 		in.Deliveries = append(in.Deliveries, d)
 	}

@@ -975,3 +975,40 @@ func TestResultBatches(t *testing.T) {
 		t.Errorf("read %d results (%v), bad %v; want the 2 singles and the batch's 2 good ones, and its id once in bad", len(got), ids(got), bad)
 	}
 }
+
+// TestResultsCodecBackToJSON: a worker that has answered a leader in the
+// binary codec answers in JSON again once a JSON delivery comes (an older,
+// JSON-only leader took over): a result that leader's reader, which takes
+// field "r" as JSON, accepts.
+func TestResultsCodecBackToJSON(t *testing.T) {
+	t.Parallel()
+	for _, codec := range []int{wire.CodecBinary, wire.CodecBatch} {
+		t.Run(fmt.Sprint("codec=", codec), func(t *testing.T) {
+			e, worker := newResultsEnv(t)
+			ctx := t.Context()
+			for _, c := range []int{codec, wire.CodecJSON} {
+				if err := e.q.Deliver(ctx, outbox(c, map[string][]wire.Delivery{"w": {delivery(9)}})); err != nil {
+					t.Fatal(err)
+				}
+				if in := worker.receive(t, "w", 10); len(in.Deliveries) != 1 || in.Bad != 0 {
+					t.Fatalf("delivery in codec %d received as %+v", c, in)
+				}
+			}
+			sent := result(1, wire.OutcomeCompleted)
+			if err := worker.q.SendResults(ctx, []wire.Result{sent}); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := e.rdb.XRange(ctx, e.keys.Results(), "-", "+").Result()
+			if err != nil || len(raw) != 1 {
+				t.Fatalf("results stream: %v, %v", raw, err)
+			}
+			var got wire.Result
+			if err := json.Unmarshal([]byte(fmt.Sprint(raw[0].Values["r"])), &got); err != nil {
+				t.Fatalf("result after a JSON delivery = %v; a JSON-only leader cannot read it: %v", raw[0].Values, err)
+			}
+			if !same(t, got, sent) {
+				t.Errorf("JSON-only leader read %+v, want %+v", got, sent)
+			}
+		})
+	}
+}

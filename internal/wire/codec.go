@@ -18,10 +18,12 @@ import (
 // (docs/benchmarks.md, "Binary codec").
 //
 // Who speaks it: a worker announces CodecBinary in its heartbeats; the
-// coordinator then delivers to it in this codec, and a worker that has
-// received a delivery in this codec sends its results in it. Upgrade the
-// coordinators before the workers: a new worker's results reach an old
-// coordinator only after a new one has delivered to it.
+// coordinator then delivers to it in this codec, and a worker sends its
+// results in the codec of the latest delivery it received: JSON until a
+// binary one comes, and JSON again after a JSON one (a JSON-only leader
+// took over, as in a rollback). Upgrade the coordinators before the
+// workers: a new worker's results reach an old coordinator only after a
+// new one has delivered to it.
 //
 // Layout. Integers are unsigned varints (encoding/binary), times are
 // signed varints of Unix nanoseconds (0 is the zero time), and a string or
