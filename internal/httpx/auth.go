@@ -62,45 +62,31 @@ type CachedAuthenticator interface {
 // without I/O if a is a CachedAuthenticator (JWTs, cached API keys), and
 // the tokens that need a lookup are checked one at a time per address;
 // those that fail get 429 instead of 401. A guesser thus keeps at most one
-// key lookup busy. Clients whose tokens are good are never charged.
+// key lookup busy. Clients whose tokens are good are never charged. The
+// rule is CheckToken's, which the console's login and cookie follow too.
 //
 // The header is read here and nowhere else; it is never logged.
 func Authenticate(a Authenticator, failures *RateLimiter) func(http.Handler) http.Handler {
-	lookups := newGate()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if a == nil {
 				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), auth.Anonymous)))
 				return
 			}
-			failKey := "fail:" + ClientIP(r)
-			var wait time.Duration
-			var blocked bool
-			if failures != nil {
-				wait, blocked = failures.Blocked(failKey)
+			header := r.Header.Get("Authorization")
+			var refuse *auth.Error
+			if len(r.Header.Values("Authorization")) > 1 {
+				refuse = &auth.Error{Reason: "more than one Authorization header"}
 			}
-			var p auth.Principal
-			var err error
-			switch header := r.Header.Get("Authorization"); {
-			case len(r.Header.Values("Authorization")) > 1:
-				err = &auth.Error{Reason: "more than one Authorization header"}
-			case blocked:
-				p, err = verifyCheaply(r.Context(), a, lookups, failKey, header)
-			default:
-				p, err = a.Verify(r.Context(), header)
-			}
+			p, retry, err := checkToken(r, a, failures, header, refuse)
 			var ae *auth.Error
 			switch {
+			case errors.As(err, &ae) && retry > 0:
+				rateLimited(w, r, retry, "too many failed authentication attempts from this address")
+				return
 			case errors.As(err, &ae):
-				if failures != nil {
-					failures.Allow(failKey)
-				}
-				if blocked {
-					rateLimited(w, r, wait, "too many failed authentication attempts from this address")
-					return
-				}
 				challenge := `Bearer realm="` + Realm + `"`
-				if r.Header.Get("Authorization") != "" {
+				if header != "" {
 					challenge += `, error="invalid_token"`
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
@@ -116,6 +102,54 @@ func Authenticate(a Authenticator, failures *RateLimiter) func(http.Handler) htt
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 		})
 	}
+}
+
+// CheckToken checks header (an Authorization value: "Bearer <token>"),
+// sent by r's client, by a, under failures' budget of failed attempts per
+// client IP (nil: no limit), by Authenticate's rule: only failures are
+// limited. Every front end that takes tokens (the API, the console's login
+// and its cookie) checks them here with the same failures, so they share
+// one budget per address and none is a way around it.
+//
+// A bad token is an *auth.Error, charged to the address. If the address
+// had already used up its budget, retry is how long until it has a failure
+// left: the caller answers 429 with Retry-After instead of 401. A good
+// token is returned with retry 0 whatever the budget. Any other error is
+// the server's (its key store is down) or the client's going away.
+func CheckToken(r *http.Request, a Authenticator, failures *RateLimiter, header string) (p auth.Principal, retry time.Duration, err error) {
+	return checkToken(r, a, failures, header, nil)
+}
+
+// checkToken is CheckToken; a non-nil refuse is the answer, without a
+// check, but charged as any failure.
+func checkToken(r *http.Request, a Authenticator, failures *RateLimiter, header string, refuse *auth.Error) (auth.Principal, time.Duration, error) {
+	failKey := "fail:" + ClientIP(r)
+	var wait time.Duration
+	var blocked bool
+	if failures != nil {
+		wait, blocked = failures.Blocked(failKey)
+	}
+	var p auth.Principal
+	var err error
+	switch {
+	case refuse != nil:
+		err = refuse
+	case blocked:
+		p, err = verifyCheaply(r.Context(), a, failures.lookups, failKey, header)
+	default:
+		p, err = a.Verify(r.Context(), header)
+	}
+	var ae *auth.Error
+	if !errors.As(err, &ae) {
+		return p, 0, err
+	}
+	if failures != nil {
+		failures.Allow(failKey)
+	}
+	if !blocked {
+		return auth.Principal{}, 0, err
+	}
+	return auth.Principal{}, max(wait, time.Nanosecond), err
 }
 
 // verifyCheaply checks a token from an address out of failures: without

@@ -30,6 +30,11 @@ type RateLimiter struct {
 	mu        sync.Mutex
 	buckets   map[string]*bucket
 	lastSweep time.Time
+
+	// lookups lets the token checks of an address out of its budget of
+	// failures (CheckToken) run one at a time, across every front end
+	// that shares this limiter.
+	lookups *gate
 }
 
 type bucket struct {
@@ -51,7 +56,7 @@ func NewRateLimiter(rps float64, burst int, now func() time.Time) *RateLimiter {
 	}
 	idle := time.Duration(float64(burst)/rps*float64(time.Second)) + time.Second
 	return &RateLimiter{limit: rate.Limit(rps), burst: burst, idle: idle, now: now,
-		buckets: map[string]*bucket{}, lastSweep: now()}
+		buckets: map[string]*bucket{}, lastSweep: now(), lookups: newGate()}
 }
 
 func (l *RateLimiter) get(key string, now time.Time) *rate.Limiter {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -338,7 +337,9 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 
 // login checks the token as the API would and keeps it in an HttpOnly,
 // SameSite=Strict cookie (Secure under TLS). Failed logins count against
-// the address's budget of failed authentications.
+// the address's budget of failed authentications, shared with the API and
+// the console's cookies; as on the API, only failures are limited, so a
+// good token logs in even from an address out of failures.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Authn == nil {
 		redirect(w, rootOf(r))
@@ -352,22 +353,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	again := func(status int, msg string) {
 		c.render(w, r, status, "login", Page{Title: "Log in", Data: loginData{Error: msg, Next: next}})
 	}
-	failKey := "fail:" + httpx.ClientIP(r)
-	if c.cfg.Failures != nil {
-		if wait, blocked := c.cfg.Failures.Blocked(failKey); blocked {
-			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-			again(http.StatusTooManyRequests, "Too many failed logins from this address; wait a little.")
-			return
-		}
-	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	p, err := c.cfg.Authn.Verify(r.Context(), "Bearer "+token)
+	p, retry, err := httpx.CheckToken(r, c.cfg.Authn, c.cfg.Failures, "Bearer "+token)
 	var ae *auth.Error
 	switch {
+	case errors.As(err, &ae) && retry > 0:
+		setRetryAfter(w, retry)
+		again(http.StatusTooManyRequests, "Too many failed logins from this address; wait a little.")
+		return
 	case errors.As(err, &ae):
-		if c.cfg.Failures != nil {
-			c.cfg.Failures.Allow(failKey)
-		}
 		again(http.StatusUnauthorized, "This token was refused: "+ae.Reason+".")
 		return
 	case err != nil:

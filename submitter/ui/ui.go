@@ -40,8 +40,10 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,8 +91,10 @@ type Config struct {
 	// on the API). Default nil: auth is off, no login, every visitor acts
 	// as anonymous with every scope (allowed on loopback only, as the API).
 	Authn httpx.Authenticator
-	// Failures limits failed logins per client address (the API's limiter
-	// of failed authentications). Default nil: no limit.
+	// Failures limits failed logins and bad login cookies per client
+	// address (the API's limiter of failed authentications, so the API and
+	// the console share one budget; httpx.CheckToken). Default nil: no
+	// limit.
 	Failures *httpx.RateLimiter
 	// StatsInterval is how often the console's one refresher reads the
 	// counts while someone looks (live.go), whatever the number of
@@ -309,9 +313,12 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate reads the login cookie and checks its token as the API
-// checks a bearer token. Without a good one, a page asks for a login
-// (keeping where the user was going); a POST is refused. With auth off,
-// every visitor is anonymous, with every scope.
+// checks a bearer token (httpx.CheckToken): a bad one is charged to the
+// address's budget of failed authentications, so forged cookies are no
+// way around it, and once that is spent they get 429; a good one is
+// always served. Without a good one, a page asks for a login (keeping
+// where the user was going); a POST is refused. With auth off, every
+// visitor is anonymous, with every scope.
 func (c *Console) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.cfg.Authn == nil {
@@ -322,9 +329,16 @@ func (c *Console) authenticate(next http.Handler) http.Handler {
 		err := &auth.Error{Reason: "not logged in"}
 		var verr error
 		if ck, cerr := r.Cookie(cookieName); cerr == nil && ck.Value != "" {
-			p, verr = c.cfg.Authn.Verify(r.Context(), "Bearer "+ck.Value)
+			var retry time.Duration
+			p, retry, verr = httpx.CheckToken(r, c.cfg.Authn, c.cfg.Failures, "Bearer "+ck.Value)
 			var ae *auth.Error
 			switch {
+			case errors.As(verr, &ae) && retry > 0:
+				clearCookie(w, r)
+				secs := setRetryAfter(w, retry)
+				c.fail(w, r, httpx.Errorf(http.StatusTooManyRequests, wire.CodeRateLimited,
+					"too many failed authentication attempts from this address; retry in %d s", secs))
+				return
 			case errors.As(verr, &ae):
 				err = ae
 				clearCookie(w, r)
@@ -371,6 +385,14 @@ func here(r *http.Request) string {
 func redirect(w http.ResponseWriter, loc string) {
 	w.Header().Set("Location", loc)
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// setRetryAfter sets Retry-After to wait in whole seconds, at least 1,
+// and returns them.
+func setRetryAfter(w http.ResponseWriter, wait time.Duration) int64 {
+	secs := max(int64(math.Ceil(wait.Seconds())), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	return secs
 }
 
 func clearCookie(w http.ResponseWriter, r *http.Request) {

@@ -665,3 +665,74 @@ func TestSearchSuggestions(t *testing.T) {
 		t.Error("a fragment carries the suggestions")
 	}
 }
+
+// TestLoginFailureLimit: the console shares the API's budget of failed
+// authentications per address, and, like the API, limits only failures.
+// A user behind the same proxy or NAT as a guesser still logs in, and a
+// logged-in user's cookie keeps working; forged cookies are charged like
+// bad logins, so they are no way around the budget.
+func TestLoginFailureLimit(t *testing.T) {
+	t.Parallel()
+	const burst = 20
+	newLimited := func(t *testing.T) (*Console, *httpx.RateLimiter) {
+		failures := httpx.NewRateLimiter(1e-6, burst, nil) // no refill within the test
+		c, err := New(newFake(), Config{Authn: testTokens, Failures: failures})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c, failures
+	}
+
+	t.Run("login", func(t *testing.T) {
+		t.Parallel()
+		c, _ := newLimited(t)
+		for i := range burst {
+			checkPage(t, "bad login "+strconv.Itoa(i), serve(c, "POST", "/login", "", url.Values{"token": {"guess" + strconv.Itoa(i)}}), http.StatusUnauthorized)
+		}
+		w := serve(c, "POST", "/login", "", url.Values{"token": {"guess"}})
+		checkPage(t, "bad login over the budget", w, http.StatusTooManyRequests)
+		if w.Header().Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+		for i := range 3 {
+			w := serve(c, "POST", "/login", "", url.Values{"token": {"read"}, "next": {"jobs"}})
+			if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "./jobs" || len(w.Result().Cookies()) != 1 {
+				t.Fatalf("good login %d from an address out of failures: %d %q, want 303 to ./jobs with the cookie", i, w.Code, w.Header().Get("Location"))
+			}
+		}
+		checkPage(t, "submit-only login out of failures", serve(c, "POST", "/login", "", url.Values{"token": {"sub"}}), http.StatusForbidden)
+	})
+
+	t.Run("cookie", func(t *testing.T) {
+		t.Parallel()
+		c, failures := newLimited(t)
+		for i := range burst {
+			w := serve(c, "GET", "/jobs", "forged"+strconv.Itoa(i), nil)
+			if w.Code != http.StatusSeeOther || !strings.HasPrefix(w.Header().Get("Location"), "./login") {
+				t.Fatalf("forged cookie %d: %d %q, want the login", i, w.Code, w.Header().Get("Location"))
+			}
+		}
+		if _, blocked := failures.Blocked("fail:192.0.2.1"); !blocked {
+			t.Fatalf("%d forged cookies were not charged to the address's failures", burst)
+		}
+		for _, target := range []string{"GET /jobs", "POST /dlq/requeue"} {
+			m, path, _ := strings.Cut(target, " ")
+			w := serve(c, m, path, "forged", url.Values{"id": {"1"}})
+			checkPage(t, target+" with a forged cookie over the budget", w, http.StatusTooManyRequests)
+			if w.Header().Get("Retry-After") == "" {
+				t.Errorf("429 without Retry-After")
+			}
+		}
+		// And the login form is out of failures too: one budget.
+		checkPage(t, "bad login after forged cookies", serve(c, "POST", "/login", "", url.Values{"token": {"guess"}}), http.StatusTooManyRequests)
+		// A good cookie from the same address is served, again and again.
+		for i := range 3 {
+			checkPage(t, "good cookie "+strconv.Itoa(i), serve(c, "GET", "/jobs", "read", nil), http.StatusOK)
+		}
+		// No cookie is no failure: it is sent to the login.
+		if w := serve(c, "GET", "/jobs", "", nil); w.Code != http.StatusSeeOther {
+			t.Errorf("no cookie: %d, want 303 to the login", w.Code)
+		}
+	})
+}
