@@ -46,6 +46,19 @@ type Config struct {
 	RedisURL string
 	// RedisPrefix namespaces every Redis key. Default "".
 	RedisPrefix string
+	// RedisSentinelAddrs are Redis Sentinel's addresses, host:port each.
+	// When set, Redis is the master the sentinels name RedisSentinelMaster,
+	// wherever a failover has moved it, and RedisURL gives only its
+	// password, database and options. Default nil: no Sentinel, RedisURL's
+	// host is the server.
+	RedisSentinelAddrs []string
+	// RedisSentinelMaster is the master's name in the sentinels'
+	// configuration (sentinel monitor NAME ...); required with
+	// RedisSentinelAddrs. Default "".
+	RedisSentinelMaster string
+	// RedisSentinelPassword is the sentinels' own password (their
+	// requirepass), if they have one. Default "" (none).
+	RedisSentinelPassword string
 
 	// HeartbeatInterval is how often workers heartbeat. Default
 	// DefaultHeartbeatInterval (1s).
@@ -155,6 +168,7 @@ func (c Config) validate() error {
 	if c.RedisURL == "" {
 		check.Bad("RedisURL", "is required")
 	}
+	check.RedisSentinel(c.RedisSentinelAddrs, c.RedisSentinelMaster)
 	if c.LeaseDuration < 2*c.HeartbeatInterval {
 		check.Bad("LeaseDuration", "(%v) must be at least twice HeartbeatInterval (%v)", c.LeaseDuration, c.HeartbeatInterval)
 	}

@@ -39,9 +39,10 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigValidateNamesEveryBadField(t *testing.T) {
 	t.Parallel()
 	c := Config{RedisURL: "redis://x", HeartbeatInterval: time.Second, LeaseDuration: time.Second,
-		ElectionInterval: time.Second, LeaderTTL: time.Second, ScheduleGrace: time.Second}.WithDefaults()
+		ElectionInterval: time.Second, LeaderTTL: time.Second, ScheduleGrace: time.Second,
+		RedisSentinelAddrs: []string{"127.0.0.1:26379", "sentinel-2"}, RedisSentinelMaster: "dts"}.WithDefaults()
 	err := c.validate()
-	if got, want := config.Fields(err), []string{"DatabaseURL", "LeaseDuration", "LeaderTTL", "ScheduleGrace"}; !slices.Equal(got, want) {
+	if got, want := config.Fields(err), []string{"DatabaseURL", "RedisSentinelAddrs", "LeaseDuration", "LeaderTTL", "ScheduleGrace"}; !slices.Equal(got, want) {
 		t.Fatalf("bad fields %v, want %v (error: %v)", got, want, err)
 	}
 	if msg := "config: LeaseDuration (1s) must be at least twice HeartbeatInterval (1s)"; !strings.Contains(err.Error(), msg) {

@@ -64,7 +64,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.Open(ctx, cfg.RedisURL, cfg.RedisPrefix)
+	q, err := queue.OpenSentinel(ctx, cfg.RedisURL, cfg.RedisPrefix, queue.Sentinel{
+		Addrs: cfg.RedisSentinelAddrs, Master: cfg.RedisSentinelMaster, Password: cfg.RedisSentinelPassword})
 	if err != nil {
 		st.Close()
 		return nil, err

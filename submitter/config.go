@@ -24,6 +24,19 @@ type Config struct {
 	RedisURL string
 	// RedisPrefix namespaces every Redis key. Default "" (none).
 	RedisPrefix string
+	// RedisSentinelAddrs are Redis Sentinel's addresses, host:port each.
+	// When set, Redis is the master the sentinels name RedisSentinelMaster,
+	// wherever a failover has moved it, and RedisURL gives only its
+	// password, database and options. Default nil: no Sentinel, RedisURL's
+	// host is the server.
+	RedisSentinelAddrs []string
+	// RedisSentinelMaster is the master's name in the sentinels'
+	// configuration (sentinel monitor NAME ...); required with
+	// RedisSentinelAddrs. Default "".
+	RedisSentinelMaster string
+	// RedisSentinelPassword is the sentinels' own password (their
+	// requirepass), if they have one. Default "" (none).
+	RedisSentinelPassword string
 	// MaxBodyBytes limits a request body, except on POST /submit_jobs.
 	// Default DefaultMaxBodyBytes (2 MiB).
 	MaxBodyBytes int64
@@ -180,6 +193,7 @@ func (c Config) validate() error {
 	if c.RedisURL == "" {
 		bad("RedisURL", "is required")
 	}
+	check.RedisSentinel(c.RedisSentinelAddrs, c.RedisSentinelMaster)
 	if c.MaxBodyBytes < 1 {
 		bad("MaxBodyBytes", "must be positive, got %d", c.MaxBodyBytes)
 	}

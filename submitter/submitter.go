@@ -93,7 +93,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	q, err := queue.Open(ctx, cfg.RedisURL, cfg.RedisPrefix)
+	q, err := queue.OpenSentinel(ctx, cfg.RedisURL, cfg.RedisPrefix, queue.Sentinel{
+		Addrs: cfg.RedisSentinelAddrs, Master: cfg.RedisSentinelMaster, Password: cfg.RedisSentinelPassword})
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open queue: %w", err)

@@ -42,6 +42,19 @@ type Config struct {
 	// RedisPrefix namespaces every Redis key; it must match the
 	// coordinator's. Default "".
 	RedisPrefix string
+	// RedisSentinelAddrs are Redis Sentinel's addresses, host:port each.
+	// When set, Redis is the master the sentinels name RedisSentinelMaster,
+	// wherever a failover has moved it, and RedisURL gives only its
+	// password, database and options. Default nil: no Sentinel, RedisURL's
+	// host is the server.
+	RedisSentinelAddrs []string
+	// RedisSentinelMaster is the master's name in the sentinels'
+	// configuration (sentinel monitor NAME ...); required with
+	// RedisSentinelAddrs. Default "".
+	RedisSentinelMaster string
+	// RedisSentinelPassword is the sentinels' own password (their
+	// requirepass), if they have one. Default "" (none).
+	RedisSentinelPassword string
 	// Concurrency is how many jobs run at once, at most 100000. Default
 	// DefaultConcurrency (8).
 	Concurrency int
@@ -111,6 +124,7 @@ func (c Config) validate() error {
 	if c.RedisURL == "" {
 		check.Bad("RedisURL", "is required")
 	}
+	check.RedisSentinel(c.RedisSentinelAddrs, c.RedisSentinelMaster)
 	if len(c.ID) > maxIDLen {
 		check.Bad("ID", "is longer than %d characters", maxIDLen)
 	}

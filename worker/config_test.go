@@ -31,9 +31,9 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigValidateNamesEveryBadField(t *testing.T) {
 	t.Parallel()
 	c := Config{ID: strings.Repeat("w", maxIDLen+1), Concurrency: maxConcurrency + 1,
-		Queues: []QueueWeight{{Name: "a", Weight: wire.MaxQueueWeight + 1}}}.WithDefaults()
+		Queues: []QueueWeight{{Name: "a", Weight: wire.MaxQueueWeight + 1}}, RedisSentinelAddrs: []string{"127.0.0.1"}}.WithDefaults()
 	err := c.validate()
-	if got, want := config.Fields(err), []string{"RedisURL", "ID", "Concurrency", "Queues"}; !slices.Equal(got, want) {
+	if got, want := config.Fields(err), []string{"RedisURL", "RedisSentinelAddrs", "RedisSentinelMaster", "ID", "Concurrency", "Queues"}; !slices.Equal(got, want) {
 		t.Fatalf("bad fields %v, want %v (error: %v)", got, want, err)
 	}
 	if msg := "config: Concurrency (100001) is above 100000"; !strings.Contains(err.Error(), msg) {

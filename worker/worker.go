@@ -62,7 +62,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	q, err := queue.Open(ctx, cfg.RedisURL, cfg.RedisPrefix)
+	q, err := queue.OpenSentinel(ctx, cfg.RedisURL, cfg.RedisPrefix, queue.Sentinel{
+		Addrs: cfg.RedisSentinelAddrs, Master: cfg.RedisSentinelMaster, Password: cfg.RedisSentinelPassword})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 )
 
 // FieldError is one bad field of a Config.
@@ -32,6 +34,38 @@ type Check struct {
 // required".
 func (c *Check) Bad(field, format string, args ...any) {
 	c.errs = append(c.errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// RedisSentinel checks the Redis Sentinel fields that every service's
+// Config has under the same names: RedisSentinelAddrs (each host:port) and
+// RedisSentinelMaster, which go together.
+func (c *Check) RedisSentinel(addrs []string, master string) {
+	for _, a := range addrs {
+		if err := HostPort(a); err != nil {
+			c.Bad("RedisSentinelAddrs", "%v", err)
+		}
+	}
+	switch {
+	case len(addrs) > 0 && master == "":
+		c.Bad("RedisSentinelMaster", "is required with RedisSentinelAddrs")
+	case len(addrs) == 0 && master != "":
+		c.Bad("RedisSentinelAddrs", "is required with RedisSentinelMaster")
+	}
+}
+
+// HostPort checks that addr is host:port with a port from 1 to 65535.
+func HostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not 1 to 65535", addr, port)
+	}
+	return nil
 }
 
 // Err returns every bad field joined (errors.Join), or nil.

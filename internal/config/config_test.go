@@ -30,3 +30,30 @@ func TestCheckNamesEveryBadField(t *testing.T) {
 		t.Errorf("message does not start with config: %q", err)
 	}
 }
+
+func TestRedisSentinel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		addrs  []string
+		master string
+		want   []string // bad fields
+	}{
+		{"off", nil, "", nil},
+		{"on", []string{"127.0.0.1:26379", "[::1]:26380", "sentinel-3:26379"}, "dts", nil},
+		{"missing port", []string{"127.0.0.1"}, "dts", []string{"RedisSentinelAddrs"}},
+		{"port zero", []string{"127.0.0.1:0"}, "dts", []string{"RedisSentinelAddrs"}},
+		{"port not a number", []string{"h:sentinel"}, "dts", []string{"RedisSentinelAddrs"}},
+		{"no host", []string{":26379"}, "dts", []string{"RedisSentinelAddrs"}},
+		{"no master", []string{"127.0.0.1:26379"}, "", []string{"RedisSentinelMaster"}},
+		{"master without addresses", nil, "dts", []string{"RedisSentinelAddrs"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Check
+			c.RedisSentinel(tc.addrs, tc.master)
+			if got := Fields(c.Err()); !slices.Equal(got, tc.want) {
+				t.Errorf("bad fields %v (%v), want %v", got, c.Err(), tc.want)
+			}
+		})
+	}
+}

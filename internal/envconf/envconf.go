@@ -12,7 +12,10 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/dtsched/dts/internal/config"
 )
 
 // Defaults of the settings every binary shares. The services' Config types
@@ -92,6 +95,25 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// HostPorts parses value, the setting of the variable name, as a
+// comma-separated list of host:port addresses (REDIS_SENTINEL_ADDRS).
+// Blanks around an address are dropped; an empty value is nil. An address
+// that is not host:port with a port (1 to 65535) is an error that names the
+// variable.
+func HostPorts(name, value string) ([]string, error) {
+	var addrs []string
+	for _, a := range strings.Split(value, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if err := config.HostPort(a); err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", name, value, err)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
 }
 
 // Err returns every variable that did not parse, or nil.

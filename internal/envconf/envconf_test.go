@@ -77,3 +77,20 @@ func TestSetGOGC(t *testing.T) {
 		t.Errorf("collector target = %d, want GOGC's 150", got)
 	}
 }
+
+func TestHostPorts(t *testing.T) {
+	t.Parallel()
+	got, err := HostPorts("REDIS_SENTINEL_ADDRS", " 127.0.0.1:26379, s2:26380,,")
+	if err != nil || len(got) != 2 || got[0] != "127.0.0.1:26379" || got[1] != "s2:26380" {
+		t.Errorf("HostPorts = %q, %v", got, err)
+	}
+	if got, err := HostPorts("REDIS_SENTINEL_ADDRS", ""); got != nil || err != nil {
+		t.Errorf("HostPorts of empty = %q, %v; want nil, nil", got, err)
+	}
+	for _, bad := range []string{"127.0.0.1", "127.0.0.1:26379,s2", "s1:port", "s1:70000"} {
+		_, err := HostPorts("REDIS_SENTINEL_ADDRS", bad)
+		if err == nil || !strings.HasPrefix(err.Error(), "REDIS_SENTINEL_ADDRS=") {
+			t.Errorf("HostPorts(%q) = %v, want an error naming REDIS_SENTINEL_ADDRS", bad, err)
+		}
+	}
+}

@@ -38,20 +38,95 @@ type Queue struct {
 	resultCodec atomic.Int32
 }
 
+// poolSize is the most connections a process keeps to Redis.
+const poolSize = 32
+
+// Sentinel says which sentinels to ask where the Redis master is. The zero
+// value means no Sentinel: the URL's host is the server.
+type Sentinel struct {
+	// Addrs are the sentinels, host:port each. Any one that answers will
+	// do; the client learns the others from it.
+	Addrs []string
+	// Master is the name the sentinels monitor the master under.
+	Master string
+	// Password is the sentinels' own requirepass. Empty: none. The
+	// master's password is the URL's.
+	Password string
+}
+
 // Open connects to redisURL (redis:// or rediss://) and checks the connection.
 func Open(ctx context.Context, redisURL, prefix string) (*Queue, error) {
+	return OpenSentinel(ctx, redisURL, prefix, Sentinel{})
+}
+
+// OpenSentinel is Open through Redis Sentinel when s names sentinels: the
+// client asks them for the master's address on every new connection and
+// drops its connections when they announce a failover, so every command
+// after a failover goes to the new master. redisURL then gives only the
+// master's user, password, database, options and, for rediss://, the name
+// its certificate must hold (its host); its host is not dialled.
+func OpenSentinel(ctx context.Context, redisURL, prefix string, s Sentinel) (*Queue, error) {
+	rdb, err := newClient(redisURL, s)
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{rdb: rdb, keys: Keys{Prefix: prefix}}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		if len(s.Addrs) > 0 {
+			return nil, fmt.Errorf("ping redis master %q through sentinels %s: %w", s.Master, strings.Join(s.Addrs, ","), err)
+		}
+		return nil, fmt.Errorf("ping redis: %w", err)
+	}
+	return q, nil
+}
+
+func newClient(redisURL string, s Sentinel) (*redis.Client, error) {
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse redis url: %w", err)
 	}
-	opt.PoolSize = 32
-	rdb := redis.NewClient(opt)
-	q := &Queue{rdb: rdb, keys: Keys{Prefix: prefix}}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("ping redis: %w", err)
+	opt.PoolSize = poolSize
+	if len(s.Addrs) == 0 {
+		return redis.NewClient(opt), nil
 	}
-	return q, nil
+	if s.Master == "" {
+		return nil, errors.New("redis sentinel: no master name")
+	}
+	// Every field redis.ParseURL may set, but Addr.
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:       s.Master,
+		SentinelAddrs:    s.Addrs,
+		SentinelPassword: s.Password,
+
+		Username:   opt.Username,
+		Password:   opt.Password,
+		DB:         opt.DB,
+		Protocol:   opt.Protocol,
+		ClientName: opt.ClientName,
+		TLSConfig:  opt.TLSConfig,
+
+		MaxRetries:      opt.MaxRetries,
+		MinRetryBackoff: opt.MinRetryBackoff,
+		MaxRetryBackoff: opt.MaxRetryBackoff,
+		DialTimeout:     opt.DialTimeout,
+		ReadTimeout:     opt.ReadTimeout,
+		WriteTimeout:    opt.WriteTimeout,
+
+		PoolFIFO:                opt.PoolFIFO,
+		PoolSize:                opt.PoolSize,
+		PoolTimeout:             opt.PoolTimeout,
+		MinIdleConns:            opt.MinIdleConns,
+		MaxIdleConns:            opt.MaxIdleConns,
+		MaxActiveConns:          opt.MaxActiveConns,
+		MaxConcurrentDials:      opt.MaxConcurrentDials,
+		PipelinePoolSize:        opt.PipelinePoolSize,
+		PipelineReadBufferSize:  opt.PipelineReadBufferSize,
+		PipelineWriteBufferSize: opt.PipelineWriteBufferSize,
+		ConnMaxIdleTime:         opt.ConnMaxIdleTime,
+		ConnMaxLifetime:         opt.ConnMaxLifetime,
+		ConnMaxLifetimeJitter:   opt.ConnMaxLifetimeJitter,
+	}), nil
 }
 
 // Close closes the client.

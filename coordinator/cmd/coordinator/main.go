@@ -58,6 +58,8 @@ func run() error {
 	flag.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", envconf.DefaultDatabaseURL), "PostgreSQL URL [DATABASE_URL]")
 	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key [REDIS_PREFIX]")
+	sentinelAddrs := flag.String("redis-sentinel-addrs", e.String("REDIS_SENTINEL_ADDRS", ""), "Redis Sentinel addresses, host:port,...; empty: no Sentinel, the host of -redis-url is the server [REDIS_SENTINEL_ADDRS]")
+	flag.StringVar(&cfg.RedisSentinelMaster, "redis-sentinel-master", e.String("REDIS_SENTINEL_MASTER", ""), "name of the Redis master the sentinels monitor [REDIS_SENTINEL_MASTER]")
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", coordinator.DefaultHeartbeatInterval), "expected worker heartbeat interval [HEARTBEAT_INTERVAL]")
 	flag.IntVar(&cfg.HeartbeatMisses, "heartbeat-misses", e.Int("HEARTBEAT_MISSES", coordinator.DefaultHeartbeatMisses), "missed heartbeats before a worker is unavailable [HEARTBEAT_MISSES]")
 	flag.DurationVar(&cfg.LeaseDuration, "lease-duration", e.Duration("LEASE_DURATION", coordinator.DefaultLeaseDuration), "lease length, extended by heartbeats [LEASE_DURATION]")
@@ -82,6 +84,12 @@ func run() error {
 	if err := e.Err(); err != nil {
 		return err
 	}
+	var err error
+	if cfg.RedisSentinelAddrs, err = envconf.HostPorts("REDIS_SENTINEL_ADDRS", *sentinelAddrs); err != nil {
+		return err
+	}
+	// The password only from the environment, never a flag (ps shows those).
+	cfg.RedisSentinelPassword = os.Getenv("REDIS_SENTINEL_PASSWORD")
 	if err := authConfig(&cfg.Auth, *secretFile, *keyFile, *requireCreds); err != nil {
 		return err
 	}

@@ -107,6 +107,10 @@ func parseConfig(args []string) (submitter.Config, error) {
 	fs.StringVar(&cfg.DatabaseURL, "database-url", e.String("DATABASE_URL", envconf.DefaultDatabaseURL), "PostgreSQL URL (DATABASE_URL)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL (REDIS_URL)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key (REDIS_PREFIX)")
+	sentinelAddrs := fs.String("redis-sentinel-addrs", e.String("REDIS_SENTINEL_ADDRS", ""),
+		"Redis Sentinel addresses, host:port,...; empty: no Sentinel, the host of -redis-url is the server (REDIS_SENTINEL_ADDRS)")
+	fs.StringVar(&cfg.RedisSentinelMaster, "redis-sentinel-master", e.String("REDIS_SENTINEL_MASTER", ""),
+		"name of the Redis master the sentinels monitor (REDIS_SENTINEL_MASTER)")
 	maxPayload := e.Int("MAX_PAYLOAD_BYTES", submitter.DefaultMaxPayloadBytes)
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", maxPayload, "largest job payload in bytes (MAX_PAYLOAD_BYTES)")
 	secretFile := fs.String("auth-jwt-secret-file", e.String("AUTH_JWT_SECRET_FILE", ""),
@@ -142,6 +146,12 @@ func parseConfig(args []string) (submitter.Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	var err error
+	if cfg.RedisSentinelAddrs, err = envconf.HostPorts("REDIS_SENTINEL_ADDRS", *sentinelAddrs); err != nil {
+		return cfg, err
+	}
+	// The password only from the environment, never a flag (ps shows those).
+	cfg.RedisSentinelPassword = os.Getenv("REDIS_SENTINEL_PASSWORD")
 	// A payload limit above the default body limit raises the body limit too.
 	if limit := int64(cfg.MaxPayloadBytes) + 64<<10; limit > submitter.DefaultMaxBodyBytes {
 		cfg.MaxBodyBytes = limit

@@ -45,6 +45,8 @@ func run() error {
 	flag.StringVar(&cfg.ID, "id", e.String("WORKER_ID", ""), "worker id, unique in the fleet; default hostname-pid [WORKER_ID]")
 	flag.StringVar(&cfg.RedisURL, "redis-url", e.String("REDIS_URL", envconf.DefaultRedisURL), "Redis URL [REDIS_URL]")
 	flag.StringVar(&cfg.RedisPrefix, "redis-prefix", e.String("REDIS_PREFIX", ""), "prefix of every Redis key [REDIS_PREFIX]")
+	sentinelAddrs := flag.String("redis-sentinel-addrs", e.String("REDIS_SENTINEL_ADDRS", ""), "Redis Sentinel addresses, host:port,...; empty: no Sentinel, the host of -redis-url is the server [REDIS_SENTINEL_ADDRS]")
+	flag.StringVar(&cfg.RedisSentinelMaster, "redis-sentinel-master", e.String("REDIS_SENTINEL_MASTER", ""), "name of the Redis master the sentinels monitor [REDIS_SENTINEL_MASTER]")
 	flag.IntVar(&cfg.Concurrency, "concurrency", e.Int("WORKER_CONCURRENCY", worker.DefaultConcurrency), "jobs run at once [WORKER_CONCURRENCY]")
 	flag.IntVar(&cfg.Prefetch, "prefetch", e.Int("WORKER_PREFETCH", worker.DefaultPrefetch), "jobs held leased beyond -concurrency, each waiting for a free slot [WORKER_PREFETCH]")
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
@@ -72,7 +74,11 @@ func run() error {
 	if cfg.Queues, err = worker.ParseQueues(*queues); err != nil {
 		return fmt.Errorf("WORKER_QUEUES: %w", err)
 	}
-	// The password only from the environment, never a flag (ps shows those).
+	if cfg.RedisSentinelAddrs, err = envconf.HostPorts("REDIS_SENTINEL_ADDRS", *sentinelAddrs); err != nil {
+		return err
+	}
+	// Passwords only from the environment, never a flag (ps shows those).
+	cfg.RedisSentinelPassword = os.Getenv("REDIS_SENTINEL_PASSWORD")
 	bcfg.SMTPPassword = os.Getenv("SMTP_PASSWORD")
 	if *smtpCA != "" {
 		pem, err := os.ReadFile(*smtpCA)
