@@ -3,11 +3,22 @@ module github.com/dtsched/dts/e2e
 go 1.26.8
 
 require (
-	github.com/dtsched/dts/internal v0.0.0
+	github.com/dtsched/dts/internal v0.1.0
+	github.com/dtsched/dts/worker v0.0.0
 	github.com/emersion/go-smtp v0.24.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/mod v0.42.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
@@ -24,3 +35,5 @@ require (
 )
 
 replace github.com/dtsched/dts/internal => ../internal
+
+replace github.com/dtsched/dts/worker => ../worker
