@@ -43,6 +43,7 @@ const (
 	AuditJobBulk                = "job.bulk" // target_id: the action; details: its filters and counts
 	AuditJobRunNow              = "job.run_now"
 	AuditWorkerDrain            = "worker.drain"
+	AuditWorkerUndrain          = "worker.undrain"
 	AuditOperationCancel        = "operation.cancel"
 	AuditTokenCreate            = "token.create"
 	AuditTokenRevoke            = "token.revoke"

@@ -82,6 +82,24 @@ func TestWorkerDrain(t *testing.T) {
 	if err != nil || got.DrainRequestedAt == nil || got.State != "draining" {
 		t.Errorf("after sync %+v %v", got, err)
 	}
+	// An undrain clears the request, so the next sync's WorkerDrainList
+	// no longer names the worker; repeating it is harmless.
+	for range 2 {
+		un, err := e.s.WorkerUndrain(e.ctx, "w1")
+		if err != nil || un.DrainRequestedAt != nil || un.DrainRequestedBy != "" || un.ID != "w1" {
+			t.Errorf("undrain %+v %v", un, err)
+		}
+	}
+	if ids, err := e.s.WorkerDrainList(e.ctx); err != nil || len(ids) != 0 {
+		t.Errorf("drain list after undrain %v %v", ids, err)
+	}
+	if _, err := e.s.WorkerUndrain(e.ctx, "nope"); !errors.Is(err, job.ErrNotFound) {
+		t.Errorf("undrain unknown worker: %v", err)
+	}
+	// A drain after an undrain is a new request, with its own actor.
+	if w, err := e.s.WorkerDrain(e.ctx, "w1", "apikey:3"); err != nil || w.DrainRequestedBy != "apikey:3" {
+		t.Errorf("drain after undrain %+v %v", w, err)
+	}
 	jobs := e.insertN(t, 2, "x", 0)
 	e.claimOne(t, jobs[0], "w2")
 	leased, err := e.s.WorkerLeasedJobs(e.ctx)

@@ -121,11 +121,25 @@ func workerDest(w *WorkerRow) []any {
 // WorkerDrain records an operator's request (by actor) that a worker get
 // no new jobs, and returns its row; a repeated request keeps the first
 // one's time and actor. An unknown id is job.ErrNotFound. The leader reads
-// the flag at its next worker sync (WorkerDrainList).
+// the flag at its next worker sync (WorkerDrainList). The request stands,
+// through the worker's crashes and restarts under the same id, until
+// WorkerUndrain or until the row is deleted (a clean stop, retention).
 func (s *Store) WorkerDrain(ctx context.Context, id, actor string) (WorkerRow, error) {
 	var w WorkerRow
 	if err := s.pool.QueryRow(ctx, q("WorkerDrain"), id, actor).Scan(workerDest(&w)...); err != nil {
 		return w, fmt.Errorf("drain worker %s: %w", id, interpretError(err))
+	}
+	return w, nil
+}
+
+// WorkerUndrain withdraws an operator's request that a worker get no new
+// jobs, and returns its row; a worker not asked to drain is left as it is.
+// An unknown id is job.ErrNotFound. The leader stops holding the worker
+// back at its next worker sync (WorkerDrainList no longer names it).
+func (s *Store) WorkerUndrain(ctx context.Context, id string) (WorkerRow, error) {
+	var w WorkerRow
+	if err := s.pool.QueryRow(ctx, q("WorkerUndrain"), id).Scan(workerDest(&w)...); err != nil {
+		return w, fmt.Errorf("undrain worker %s: %w", id, interpretError(err))
 	}
 	return w, nil
 }

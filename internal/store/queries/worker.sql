@@ -40,6 +40,10 @@ UPDATE workers SET drain_requested_at = coalesce(drain_requested_at, now()),
     drain_requested_by = coalesce(drain_requested_by, $2)
     WHERE id = $1 RETURNING {{workerColumns}}
 
+-- name: WorkerUndrain
+UPDATE workers SET drain_requested_at = NULL, drain_requested_by = NULL
+    WHERE id = $1 RETURNING {{workerColumns}}
+
 -- name: WorkerDrainList
 SELECT id FROM workers WHERE drain_requested_at IS NOT NULL ORDER BY id
 
