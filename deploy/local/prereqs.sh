@@ -8,7 +8,8 @@
 #   prereqs.sh [--dry-run] up-external  the same with DATABASE_URL and
 #                                    REDIS_URL given (no PostgreSQL, Redis)
 #   prereqs.sh [--dry-run] test      what `make test` starts or calls:
-#                                    PostgreSQL, Redis, Prometheus and
+#                                    PostgreSQL, Redis, redis-sentinel (the
+#                                    Redis failover test), Prometheus and
 #                                    promtool, pgbouncer (the leader test
 #                                    through a pooler), gcc (go test -race
 #                                    needs cgo), curl, procps, chromium
@@ -83,6 +84,7 @@ need prometheus 'have prometheus'
 need curl 'have curl'
 if [[ $profile == test || $profile == ci ]]; then
 	need prometheus 'have promtool' # Debian's prometheus package ships promtool
+	need redis-sentinel 'have redis-sentinel'
 	need pgbouncer have_pgbouncer
 	need gcc 'have gcc'
 	need procps 'have pgrep'

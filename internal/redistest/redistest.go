@@ -1,7 +1,7 @@
 // Package redistest gives tests a real Redis, started from the system
 // redis-server binary.
 //
-// Two kinds of server, because tests need two kinds of isolation:
+// Three kinds of server, because tests need different isolation:
 //
 //   - One shared server per test binary, started on first use of URL or
 //     Prefix. Tests share it and stay apart by key prefix: each test asks
@@ -12,6 +12,8 @@
 //     reconfigure or restart Redis (Restart kills it with SIGKILL and starts
 //     an empty one on the same port, the way a crashed Redis without
 //     persistence comes back). It is stopped when the test ends.
+//   - A Redis Sentinel group per test, from StartSentinels(t): a master, a
+//     replica and three sentinels, for tests of a failover.
 //
 // Every server listens on a free 127.0.0.1 port with persistence off
 // (--save "" --appendonly no) and its files in a temporary directory.
@@ -49,6 +51,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -143,6 +146,11 @@ type Server struct {
 	dir  string // "" once stopped
 	port int
 	proc *childproc.Process // nil while not running
+
+	// Set before the first launch, never changed after.
+	password string   // AUTH before the readiness PING; "" for none
+	args     []string // more settings after the common ones
+	sentinel string   // when set: run as a sentinel with this configuration file
 }
 
 // Start starts a dedicated, empty server for this test and stops it when the
@@ -210,7 +218,11 @@ func (s *Server) Stop() {
 	}
 }
 
-func newServer() (*Server, error) {
+func newServer() (*Server, error) { return launchNew(&Server{}) }
+
+// launchNew starts s, whose settings are filled in, in a new directory on
+// a free port.
+func launchNew(s *Server) (*Server, error) {
 	bin, err := serverBin()
 	if err != nil {
 		return nil, err
@@ -220,7 +232,7 @@ func newServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir}
+	s.bin, s.dir = bin, dir
 	// A free port may be taken before redis binds it (other test binaries
 	// do the same); then try another.
 	for attempt := 1; ; attempt++ {
@@ -263,16 +275,26 @@ func (s *Server) launch() error {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(s.bin,
+	var args []string
+	if s.sentinel != "" {
+		// A sentinel rewrites its configuration file: it must be its own.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if err := os.WriteFile(conf, []byte(s.sentinel), 0o644); err != nil {
+			return fmt.Errorf("write sentinel config: %w", err)
+		}
+		args = []string{conf, "--sentinel"}
+	} else {
+		args = []string{"--save", "", "--appendonly", "no"}
+	}
+	args = append(args,
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
 		"--loglevel", "warning",
 	)
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
@@ -286,7 +308,7 @@ func (s *Server) launch() error {
 	addr := s.Addr()
 	deadline := time.Now().Add(startTimeout)
 	for {
-		err := ping(addr)
+		err := ping(addr, s.password)
 		if err == nil {
 			return nil
 		}
@@ -317,25 +339,66 @@ func (s *Server) kill() {
 	s.proc = nil
 }
 
-// ping sends PING in the Redis protocol and expects +PONG.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+// ping sends PING in the Redis protocol, after AUTH when password is set,
+// and expects +PONG.
+func ping(addr, password string) error {
+	line, err := command(addr, password, "PING")
 	if err != nil {
 		return err
+	}
+	if line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// command sends one command (after AUTH when password is set) on a new
+// connection and returns its reply: the line of a simple reply, or the
+// contents of a bulk string. A Redis error is an error.
+func command(addr, password string, args ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
+	r := bufio.NewReader(conn)
+	send := func(args ...string) (string, error) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := conn.Write([]byte(b.String())); err != nil {
+			return "", err
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "-"):
+			return "", fmt.Errorf("%s: %s", args[0], line[1:])
+		case strings.HasPrefix(line, "$"):
+			n, err := strconv.Atoi(line[1:])
+			if err != nil || n < 0 {
+				return "", fmt.Errorf("%s answered %q", args[0], line)
+			}
+			buf := make([]byte, n+2)
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return "", err
+			}
+			return string(buf[:n]), nil
+		}
+		return line, nil
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
+	if password != "" {
+		if _, err := send("AUTH", password); err != nil {
+			return "", err
+		}
 	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
+	return send(args...)
 }
 
 func tail(path string) string {

@@ -232,3 +232,44 @@ func TestRestart(t *testing.T) {
 		t.Errorf("GET k after Stop+Restart = %v, want nil", got)
 	}
 }
+
+// A Sentinels fails over: once its master is killed, the sentinels name the
+// replica, which has the master's data and takes writes. Both data servers
+// and the sentinels require their passwords.
+func TestSentinelsFailover(t *testing.T) {
+	t.Parallel()
+	g := redistest.StartSentinels(t)
+	if addrs := g.Addrs(); len(addrs) != 3 {
+		t.Fatalf("Addrs = %v, want 3 sentinels", addrs)
+	}
+	if addr, err := g.MasterAddr(); err != nil || addr != g.Master.Addr() {
+		t.Fatalf("MasterAddr = %q, %v; want %s", addr, err, g.Master.Addr())
+	}
+	for _, addr := range []string{g.Master.Addr(), g.Replica.Addr(), g.Addrs()[0]} {
+		if _, err := dial(t, "redis://"+addr+"/0").do("INFO"); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			t.Errorf("INFO on %s without AUTH: %v, want NOAUTH", addr, err)
+		}
+	}
+	m := dial(t, g.URL())
+	m.must(t, "AUTH", redistest.Password)
+	m.must(t, "SET", "k", "v")
+	if got := m.must(t, "WAIT", "1", "5000"); got != int64(1) {
+		t.Fatalf("WAIT = %v, want the replica to have the write", got)
+	}
+	r := dial(t, "redis://"+g.Replica.Addr()+"/0")
+	r.must(t, "AUTH", redistest.Password)
+	if _, err := r.do("SET", "k", "w"); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Errorf("SET on the replica before the failover: %v, want READONLY", err)
+	}
+
+	killed := time.Now()
+	g.Master.Stop()
+	g.WaitMaster(t, g.Replica.Addr(), 20*time.Second)
+	t.Logf("failover: %v from SIGKILL to the replica named master", time.Since(killed).Round(time.Millisecond))
+	r = dial(t, "redis://"+g.Replica.Addr()+"/0")
+	r.must(t, "AUTH", redistest.Password)
+	if got := r.must(t, "GET", "k"); got != "v" {
+		t.Errorf("GET k on the new master = %v, want v", got)
+	}
+	r.must(t, "SET", "k", "w")
+}

@@ -1,0 +1,176 @@
+package redistest
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Sentinel timings: a master silent for SentinelDownAfter is down, and a
+// failover that has not finished in SentinelFailoverTimeout is tried
+// again. Short, so that a test sees a failover within seconds.
+const (
+	SentinelDownAfter       = 500 * time.Millisecond
+	SentinelFailoverTimeout = 2 * time.Second
+)
+
+// Sentinels is a Redis master, one replica of it and three sentinels that
+// watch it under the name MasterName, quorum 2, every one on a free
+// loopback port in a directory of its own, like Start's servers. The two
+// data servers require Password, the sentinels SentinelPassword.
+//
+// The sentinels are redis-server --sentinel, which is what Debian's
+// redis-sentinel runs.
+//
+// Kill the master with Master.Stop (SIGKILL): within a few seconds the
+// sentinels promote the replica (WaitMaster).
+type Sentinels struct {
+	// Master and Replica are the data servers as started; after a
+	// failover Replica is the master.
+	Master, Replica *Server
+	sentinels       []*Server
+}
+
+// Names and passwords of every Sentinels.
+const (
+	MasterName       = "dts"
+	Password         = "dts-data-pw"
+	SentinelPassword = "dts-sentinel-pw"
+)
+
+// StartSentinels starts a master, its replica and three sentinels, and
+// returns once the replica is in sync and every sentinel knows the replica
+// and the other two sentinels, so that a failover can start at once. All
+// five are stopped when the test ends.
+func StartSentinels(t testing.TB) *Sentinels {
+	t.Helper()
+	g := &Sentinels{}
+	t.Cleanup(g.stop)
+	// No wait for more replicas before a full sync starts (5 s by default).
+	data := []string{"--requirepass", Password, "--masterauth", Password, "--repl-diskless-sync-delay", "0"}
+	var err error
+	if g.Master, err = launchNew(&Server{password: Password, args: data}); err != nil {
+		t.Fatalf("redistest: sentinel master: %v", err)
+	}
+	replicaOf := slices.Concat(data, []string{"--replicaof", "127.0.0.1", strconv.Itoa(g.Master.port)})
+	if g.Replica, err = launchNew(&Server{password: Password, args: replicaOf}); err != nil {
+		t.Fatalf("redistest: sentinel replica: %v", err)
+	}
+	waitFor(t, "the replica to sync", func() (bool, error) {
+		info, err := command(g.Replica.Addr(), Password, "INFO", "replication")
+		return strings.Contains(info, "master_link_status:up"), err
+	})
+	// A sentinel finds the replica in the master's INFO, which it reads at
+	// once when it starts and only every 10 s after: the replica is in
+	// sync first.
+	conf := fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]d 2
+sentinel down-after-milliseconds %[1]s %[3]d
+sentinel failover-timeout %[1]s %[4]d
+sentinel parallel-syncs %[1]s 1
+sentinel auth-pass %[1]s %[5]s
+requirepass %[6]s
+sentinel sentinel-pass %[6]s
+`, MasterName, g.Master.port, SentinelDownAfter.Milliseconds(), SentinelFailoverTimeout.Milliseconds(), Password, SentinelPassword)
+	for range 3 {
+		s, err := launchNew(&Server{password: SentinelPassword, sentinel: conf})
+		if err != nil {
+			t.Fatalf("redistest: sentinel: %v", err)
+		}
+		g.sentinels = append(g.sentinels, s)
+	}
+	want := fmt.Sprintf("name=%s,status=ok,address=%s,slaves=1,sentinels=3", MasterName, g.Master.Addr())
+	waitFor(t, "the sentinels to know the replica and each other", func() (bool, error) {
+		for _, s := range g.sentinels {
+			info, err := command(s.Addr(), SentinelPassword, "INFO", "sentinel")
+			if err != nil || !strings.Contains(info, want) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	return g
+}
+
+// Addrs are the sentinels' host:port addresses.
+func (g *Sentinels) Addrs() []string {
+	addrs := make([]string, len(g.sentinels))
+	for i, s := range g.sentinels {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// URL is redis://:Password@MASTER/0, the master as started. Through
+// Sentinel a client takes only the password and database from it.
+func (g *Sentinels) URL() string {
+	return "redis://:" + Password + "@" + g.Master.Addr() + "/0"
+}
+
+// MasterAddr is the master's address as the first sentinel that answers
+// gives it.
+func (g *Sentinels) MasterAddr() (string, error) {
+	var err error
+	for _, s := range g.sentinels {
+		var info string
+		if info, err = command(s.Addr(), SentinelPassword, "INFO", "sentinel"); err != nil {
+			continue
+		}
+		_, rest, ok := strings.Cut(info, "name="+MasterName+",")
+		if _, addr, ok2 := strings.Cut(rest, "address="); ok && ok2 {
+			addr, _, _ = strings.Cut(addr, ",")
+			return addr, nil
+		}
+		err = fmt.Errorf("sentinel %s does not monitor %s: %q", s.Addr(), MasterName, info)
+	}
+	return "", err
+}
+
+// WaitMaster waits up to timeout for the sentinels to name addr the
+// master, and for addr to say it is one.
+func (g *Sentinels) WaitMaster(t testing.TB, addr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := g.MasterAddr()
+		if err == nil && got == addr {
+			info, err := command(addr, Password, "INFO", "replication")
+			if err == nil && strings.Contains(info, "role:master") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: after %v the sentinels name %q the master (%v), want %s", timeout, got, err, addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop stops the sentinels first, so that none acts on the others
+// stopping, then the data servers.
+func (g *Sentinels) stop() {
+	for _, s := range append(g.sentinels, g.Replica, g.Master) {
+		if s != nil {
+			s.Stop()
+		}
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds, failing the test after
+// startTimeout with cond's last error.
+func waitFor(t testing.TB, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: waiting for %s: timed out after %v (last error: %v)", what, startTimeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
