@@ -101,6 +101,11 @@ type Registry struct {
 	known    map[string]bool  // job types some worker names explicitly
 	deadline time.Duration    // silence after which a worker is unavailable
 	seq      uint64
+	// drainRequested is the last SetDrainRequested list: a worker that
+	// joins under one of its ids (a drained worker restarted after the
+	// registry forgot it) is held back from its first heartbeat, not from
+	// the next sync.
+	drainRequested map[string]bool
 }
 
 // New returns an empty registry in which a worker that has not been heard
@@ -116,7 +121,7 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	defer r.mu.Unlock()
 	w, ok := r.workers[hb.WorkerID]
 	if !ok {
-		w = &Worker{ID: hb.WorkerID, InFlight: map[int64]int64{}}
+		w = &Worker{ID: hb.WorkerID, InFlight: map[int64]int64{}, DrainRequested: r.drainRequested[hb.WorkerID]}
 		r.workers[hb.WorkerID] = w
 	}
 	joined = !ok || w.Gone
@@ -443,12 +448,17 @@ func (r *Registry) Usable(id string) bool {
 }
 
 // SetDrainRequested marks the workers in ids as asked to drain, and every
-// other worker as not.
+// other worker as not; a worker that joins later under one of the ids is
+// marked as it joins.
 func (r *Registry) SetDrainRequested(ids []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.drainRequested = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		r.drainRequested[id] = true
+	}
 	for id, w := range r.workers {
-		w.DrainRequested = slices.Contains(ids, id)
+		w.DrainRequested = r.drainRequested[id]
 	}
 }
 

@@ -295,4 +295,15 @@ func TestDrainRequestedGetsNoSlots(t *testing.T) {
 	if !r.Usable("b") {
 		t.Error("b is still drained after its flag went")
 	}
+	// A worker that joins under a drained id (restarted after the registry
+	// forgot it) is held back from its first heartbeat.
+	r.SetDrainRequested([]string{"c"})
+	r.Heartbeat(hb("c", 2), t0)
+	if r.Usable("c") {
+		t.Error("c joined under a drained id and is usable")
+	}
+	r.SetDrainRequested(nil)
+	if !r.Usable("c") {
+		t.Error("c is still drained after its flag went")
+	}
 }
