@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -215,6 +217,7 @@ type stateCollector struct {
 	freeSlots *prometheus.Desc
 	hbAge     *prometheus.Desc
 	unhandled *prometheus.Desc
+	starved   *prometheus.Desc
 	qDepth    *prometheus.Desc
 	qOldest   *prometheus.Desc
 	qRunning  *prometheus.Desc
@@ -234,6 +237,7 @@ func newStateCollector(s *store.Store, reg func() *registry.Registry, m *metrics
 		freeSlots: prometheus.NewDesc("dts_worker_free_slots", "Free slots of each worker.", []string{"worker"}, nil),
 		hbAge:     prometheus.NewDesc("dts_worker_heartbeat_age_seconds", "Seconds since each worker's last heartbeat arrived in Redis (its stream id's time, read against the coordinator's clock).", []string{"worker"}, nil),
 		unhandled: prometheus.NewDesc("dts_jobs_unhandled", "Pending and retrying jobs whose name no live (available or busy) worker handles, by name: the 20 largest, the rest as other.", []string{"name"}, nil),
+		starved:   prometheus.NewDesc("dts_jobs_starved_seconds", "How long the oldest due job of each name has waited although a worker that handles the name has a free slot, for the names where that is over 30 s (dispatch is not serving them): the 20 longest waits. No series while every name is served.", []string{"name"}, nil),
 		qDepth:    prometheus.NewDesc("dts_queue_depth", "Due jobs waiting for a worker, by queue (the 50 largest, paused and capped queues, the rest as other).", []string{"queue"}, nil),
 		qOldest:   prometheus.NewDesc("dts_queue_oldest_job_age_seconds", "How long the oldest due job of each queue has waited.", []string{"queue"}, nil),
 		qRunning:  prometheus.NewDesc("dts_queue_running", "Jobs leased now, by queue.", []string{"queue"}, nil),
@@ -242,7 +246,7 @@ func newStateCollector(s *store.Store, reg func() *registry.Registry, m *metrics
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge, c.unhandled,
+	for _, d := range []*prometheus.Desc{c.queue, c.dlq, c.oldest, c.byState, c.workers, c.inFlight, c.freeSlots, c.hbAge, c.unhandled, c.starved,
 		c.qDepth, c.qOldest, c.qRunning, c.qPaused} {
 		ch <- d
 	}
@@ -262,6 +266,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for name, n := range topUnhandled(st.Unhandled, st.UnhandledOther, maxUnhandledSeries) {
 			ch <- prometheus.MustNewConstMetric(c.unhandled, prometheus.GaugeValue, float64(n), name)
+		}
+		for name, waited := range topStarved(st.Starved, maxUnhandledSeries) {
+			ch <- prometheus.MustNewConstMetric(c.starved, prometheus.GaugeValue, waited, name)
 		}
 	}
 	if qs, err := c.store.QueueStatsList(ctx); err != nil {
@@ -299,8 +306,24 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// maxUnhandledSeries bounds the name label of dts_jobs_unhandled: the
-// names are whatever clients submitted.
+// topStarved keeps the max names with the longest waits (ties by name).
+func topStarved(byName map[string]float64, max int) map[string]float64 {
+	if len(byName) <= max {
+		return byName
+	}
+	names := slices.Collect(maps.Keys(byName))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(byName[b], byName[a]), cmp.Compare(a, b))
+	})
+	out := make(map[string]float64, max)
+	for _, n := range names[:max] {
+		out[n] = byName[n]
+	}
+	return out
+}
+
+// maxUnhandledSeries bounds the name label of dts_jobs_unhandled and
+// dts_jobs_starved_seconds: the names are whatever clients submitted.
 const maxUnhandledSeries = 20
 
 // unhandledOther is the name label of the jobs beyond the largest

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -63,4 +64,41 @@ func TestStateCollectorUnhandled(t *testing.T) {
 		fmt.Fprintf(&want, "dts_jobs_unhandled{name=\"t%02d\"} 1\n", i)
 	}
 	compare(want.String())
+}
+
+// TestStateCollectorStarved scrapes dts_jobs_starved_seconds: no series
+// while every due job is served, then one for a name whose due job has
+// waited beside a free worker that handles it for longer than
+// store.StarvedAfter, valued at that wait.
+func TestStateCollectorStarved(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStateCollector(r.store, func() *registry.Registry { return nil }, r.b.metrics))
+	if err := r.store.WorkerSync(r.ctx, r.b.l.epoch, []store.WorkerRow{
+		{ID: "w", JobTypes: []string{"zz_shout"}, State: "available", Concurrency: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "dts_jobs_starved_seconds"); n != 0 {
+		t.Fatalf("%d starved series with no job, want 0", n)
+	}
+	due := time.Now().Add(-2 * store.StarvedAfter)
+	if _, err := r.store.JobInsert(r.ctx, []store.JobInsertParams{{Name: "zz_shout", RunAt: &due}}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "dts_jobs_starved_seconds" {
+			continue
+		}
+		m := mf.GetMetric()
+		if len(m) != 1 || m[0].GetLabel()[0].GetValue() != "zz_shout" || m[0].GetGauge().GetValue() < 2*store.StarvedAfter.Seconds()-5 {
+			t.Fatalf("dts_jobs_starved_seconds = %v, want zz_shout at about %v", m, 2*store.StarvedAfter.Seconds())
+		}
+		return
+	}
+	t.Fatal("no dts_jobs_starved_seconds series for a starved name")
 }

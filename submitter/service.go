@@ -36,6 +36,7 @@ func (v service) Stats(ctx context.Context) (wire.StatsResponse, error) {
 		Workers:              st.WorkersByState,
 		UnknownNames:         st.Unhandled,
 		UnknownNamesOther:    st.UnhandledOther,
+		StarvedNames:         st.Starved,
 	}
 	for _, state := range job.States {
 		resp.Jobs[string(state)] = st.ByState[state]

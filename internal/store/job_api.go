@@ -768,10 +768,24 @@ type Stats struct {
 	// second); with no leader it goes stale.
 	Unhandled      map[string]int64
 	UnhandledOther int64
+	// Starved maps each name whose oldest due job has waited longer than
+	// StarvedAfter although a worker handling it has a free slot (as the
+	// leader last wrote the workers table) to that wait in seconds: at most
+	// MaxUnhandledNames names, the longest waits. Jobs with a limit_key and
+	// jobs of paused or capped queues are not counted: they may wait by
+	// design.
+	Starved map[string]float64
 }
 
-// MaxUnhandledNames bounds Stats.Unhandled: submitted names are user input.
+// MaxUnhandledNames bounds Stats.Unhandled and Stats.Starved: submitted
+// names are user input.
 const MaxUnhandledNames = 100
+
+// StarvedAfter is how long a due job may wait beside a free worker that
+// handles its name before Stats.Starved names it. Dispatch leases such a
+// job within one round (milliseconds); the margin covers the leader's
+// worker sync (every second) and a change of leader.
+const StarvedAfter = 30 * time.Second
 
 // JobCountDue counts the due jobs waiting for a worker (pending or
 // retrying, due now), stopping at limit: the cost is bounded by the limit,
@@ -800,7 +814,8 @@ func (s *Store) JobCountDue(ctx context.Context, limit int64) (int64, error) {
 // in a pool opened with PinIndexPlans; the unhandled count, last, turns
 // them off again to read only the waiting jobs through jobs_queue_due_idx.
 func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
-	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}, Unhandled: map[string]int64{}}
+	st := Stats{ByState: map[job.State]int64{}, WorkersByState: map[string]int64{}, Unhandled: map[string]int64{},
+		Starved: map[string]float64{}}
 	for _, v := range job.States {
 		st.ByState[v] = 0
 	}
@@ -869,6 +884,22 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("count unhandled jobs: %w", err)
+		}
+		rows, err = tx.Query(ctx, q("StatsGetStarved"), StarvedAfter.Seconds(), MaxUnhandledNames)
+		if err != nil {
+			return fmt.Errorf("find starved names: %w", err)
+		}
+		for rows.Next() {
+			var name string
+			var waited float64
+			if err := rows.Scan(&name, &waited); err != nil {
+				rows.Close()
+				return fmt.Errorf("find starved names: %w", err)
+			}
+			st.Starved[name] = waited
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find starved names: %w", err)
 		}
 		return nil
 	})

@@ -734,3 +734,60 @@ func TestStatsGetUnhandled(t *testing.T) {
 			len(st.Unhandled), store.MaxUnhandledNames, st.Unhandled["emial"], st.Unhandled["email"], st.UnhandledOther, st.Unhandled)
 	}
 }
+
+// TestStatsGetStarved: a name is starved when its oldest due job has
+// waited over StarvedAfter beside an available worker that handles it;
+// not while only busy workers handle it, not for jobs with a limit_key or
+// in a paused or capped queue, not for a job due only recently.
+func TestStatsGetStarved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := e.now(t)
+	old, older := now.Add(-2*store.StarvedAfter), now.Add(-3*store.StarvedAfter)
+	recent := now.Add(-store.StarvedAfter / 3)
+	e.insert(t,
+		store.JobInsertParams{Name: "zz_shout", RunAt: &old},
+		store.JobInsertParams{Name: "zz_shout", RunAt: &older},
+		store.JobInsertParams{Name: "zz_shout", RunAt: &recent},
+		store.JobInsertParams{Name: "fresh", RunAt: &recent},                          // waited too little
+		store.JobInsertParams{Name: "busy_only", RunAt: &old},                         // its worker has no free slot
+		store.JobInsertParams{Name: "fresh", RunAt: &old, ConcurrencyKey: "tenant-1"}, // waits for its limit
+		store.JobInsertParams{Name: "fresh", RunAt: &old, Queue: "held"},              // its queue is paused
+		store.JobInsertParams{Name: "fresh", RunAt: &old, Queue: "capped"},            // its queue is capped
+		store.JobInsertParams{Name: "nobody", RunAt: &old},                            // unhandled, not starved
+	)
+	if _, err := e.s.QueueSetPaused(e.ctx, "held", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.QueueSetConcurrency(e.ctx, "capped", 1); err != nil {
+		t.Fatal(err)
+	}
+	sync := func(rows ...store.WorkerRow) {
+		t.Helper()
+		if err := e.s.WorkerSync(e.ctx, e.epoch, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync(
+		store.WorkerRow{ID: "a", JobTypes: []string{"fresh", "zz_shout"}, State: "available", Concurrency: 1, LastHeartbeatAt: now},
+		store.WorkerRow{ID: "b", JobTypes: []string{"busy_only"}, State: "busy", Concurrency: 1, LastHeartbeatAt: now},
+	)
+	st, err := e.s.StatsGet(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Starved) != 1 || st.Starved["zz_shout"] < 3*store.StarvedAfter.Seconds()-1 {
+		t.Fatalf("starved = %v, want only zz_shout at about %v s (its oldest due job)", st.Starved, 3*store.StarvedAfter.Seconds())
+	}
+
+	// A "*" worker with a free slot handles every name; no available
+	// worker: nothing is starved (the jobs are unhandled or wait for slots).
+	sync(store.WorkerRow{ID: "any", JobTypes: []string{"*"}, State: "available", Concurrency: 1, LastHeartbeatAt: now})
+	if st, err = e.s.StatsGet(e.ctx); err != nil || len(st.Starved) != 3 || st.Starved["nobody"] == 0 || st.Starved["busy_only"] == 0 {
+		t.Errorf("with a free \"*\" worker: starved = %v, %v; want zz_shout, busy_only and nobody", st.Starved, err)
+	}
+	sync(store.WorkerRow{ID: "b", JobTypes: []string{"zz_shout"}, State: "busy", Concurrency: 1, LastHeartbeatAt: now})
+	if st, err = e.s.StatsGet(e.ctx); err != nil || len(st.Starved) != 0 {
+		t.Errorf("with busy workers only: starved = %v, %v; want none", st.Starved, err)
+	}
+}

@@ -245,6 +245,10 @@ type StatsResponse struct {
 	// UnknownNamesOther sums the rest. Empty when every name is handled.
 	UnknownNames      map[string]int64 `json:"unknown_names"`
 	UnknownNamesOther int64            `json:"unknown_names_other"`
+	// StarvedNames maps each job name whose oldest due job has waited more
+	// than 30 s although a worker that handles the name has a free slot to
+	// that wait in seconds: dispatch is not serving it. Empty normally.
+	StarvedNames map[string]float64 `json:"starved_names"`
 }
 
 // StatusResponse answers GET /healthz and a successful GET /readyz.

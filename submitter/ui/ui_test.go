@@ -86,7 +86,8 @@ func (f *fakeService) Stats(context.Context) (wire.StatsResponse, error) {
 	f.calls.Add(1)
 	return wire.StatsResponse{Jobs: map[string]int64{"pending": 1 + f.pending.Load(), "failed": 2, "completed": 1, "leased": 0, "retrying": 0, "canceled": 0},
 		DLQDepth: 2, Workers: map[string]int64{"available": 1, "busy": 1, "unavailable": 3, "draining": 0},
-		UnknownNames: map[string]int64{"send_emial": 12, hostile: 1}, UnknownNamesOther: 3}, nil
+		UnknownNames: map[string]int64{"send_emial": 12, hostile: 1}, UnknownNamesOther: 3,
+		StarvedNames: map[string]float64{"zz_shout": 91.4}}, nil
 }
 
 func (f *fakeService) Leader(context.Context) (string, int64, error) {
@@ -352,7 +353,8 @@ func TestPagesRender(t *testing.T) {
 			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`,
 				`<tr data-queue="reports"><td><a href="./jobs?q=queue%3Areports">reports</a></td><td><span class="state state-failed">paused</span></td><td class="n">4</td><td class="n">40</td><td class="n">41</td><td class="n">612 s</td>`,
 				`href="./jobs?q=name%3Asend_emial&#43;state%3Apending">send_emial</a></td><td class="n" data-unhandled="send_emial">12</td>`,
-				`<td class="muted">other names</td><td class="n">3</td>`}},
+				`<td class="muted">other names</td><td class="n">3</td>`,
+				`href="./jobs?q=name%3Azz_shout&#43;state%3Apending">zz_shout</a></td><td class="n" data-starved="zz_shout">91 s</td>`}},
 		{name: "overview read only", target: "/", token: "read", status: 200, want: []string{"read only", "Log out"}},
 		{name: "overview auth off", target: "/", authOff: true, status: 200, wantNot: []string{"Log out"}},
 		{name: "jobs", target: "/jobs", token: "admin", status: 200,

@@ -173,3 +173,22 @@ WITH handled AS (
     SELECT name, n, row_number() OVER (ORDER BY n DESC, name) AS r FROM unhandled
 )
 SELECT CASE WHEN r <= $1 THEN name END, sum(n)::bigint FROM ranked GROUP BY 1
+
+-- name: StatsGetStarved
+-- Names whose oldest due job has waited longer than $1 seconds although a
+-- worker that handles the name has a free slot (state available, as the
+-- leader last synced the table; "*" handles every name): dispatch is not
+-- serving them. Jobs with a limit_key and jobs of paused or capped queues
+-- may wait for good reason and are left out. The $2 longest waits, with
+-- their seconds.
+WITH free AS (
+    SELECT DISTINCT t.name FROM workers, unnest(job_types) AS t(name)
+    WHERE state = 'available'
+)
+SELECT name, extract(epoch FROM now() - min(next_run_at))::float8 AS waited FROM jobs
+WHERE status IN ('pending', 'retrying') AND limit_key IS NULL
+    AND next_run_at <= now() - make_interval(secs => $1)
+    AND queue NOT IN (SELECT name FROM queues WHERE paused OR concurrency > 0)
+    AND (EXISTS (SELECT 1 FROM free WHERE free.name = '*')
+        OR EXISTS (SELECT 1 FROM free WHERE free.name = jobs.name))
+GROUP BY name ORDER BY waited DESC, name LIMIT $2
