@@ -134,6 +134,7 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 		for _, f := range hb.InFlight {
 			ext.IDs, ext.Tokens = append(ext.IDs, f.JobID), append(ext.Tokens, f.LeaseToken)
 			ext.Workers = append(ext.Workers, hb.WorkerID)
+			ext.Waiting, ext.RunMillis = append(ext.Waiting, f.Waiting), append(ext.RunMillis, runMillis(f))
 		}
 	}
 	if len(ext.IDs) > 0 {
@@ -144,4 +145,14 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 	}
 	h.l.workers.Extended(heard, time.Now())
 	return true
+}
+
+// runMillis is how long ago the job's handler started, as its worker
+// says, or -1 if it does not say (an older worker): its time limit then
+// counts from its lease's start.
+func runMillis(f wire.InFlight) int64 {
+	if !f.Started {
+		return -1
+	}
+	return max(f.RunMillis, 0)
 }

@@ -29,9 +29,11 @@ var (
 type attempt struct {
 	jobID  int64
 	cancel context.CancelCauseFunc
-	// started: it holds a slot and its handler was called (under
-	// Worker.mu). A prefetched attempt waits for a slot first.
-	started bool
+	// started: it holds a slot and its handler was called, at
+	// startedAt (under Worker.mu). A prefetched attempt waits for a slot
+	// first.
+	started   bool
+	startedAt time.Time
 	// Progress reports, under Worker.mu: the latest not yet queued, when
 	// the last one was queued, and the timer that queues the latest once
 	// progressInterval has passed.
@@ -145,13 +147,17 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 // report moves an attempt from running to unsent and queues its result.
 func (w *Worker) report(r wire.Result, label string) {
 	w.mu.Lock()
-	if a := w.running[r.LeaseToken]; a != nil && a.progress != nil {
-		// The latest report goes ahead of the result, unthrottled.
-		w.toSend = append(w.toSend, *a.progress)
-		a.progress = nil
+	var started time.Time // zero: it never ran
+	if a := w.running[r.LeaseToken]; a != nil {
+		if a.progress != nil {
+			// The latest report goes ahead of the result, unthrottled.
+			w.toSend = append(w.toSend, *a.progress)
+			a.progress = nil
+		}
+		started = a.startedAt
 	}
 	delete(w.running, r.LeaseToken)
-	w.unsent[r.LeaseToken] = r.JobID
+	w.unsent[r.LeaseToken] = started
 	w.toSend = append(w.toSend, r)
 	w.mu.Unlock()
 	w.metrics.finished.WithLabelValues(label, r.Outcome).Inc()

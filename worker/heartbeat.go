@@ -28,10 +28,28 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 		Credential: w.cfg.Credential, Codec: wire.CodecBatch, SentAt: time.Now(), Host: hostName, Version: buildVersion}
 	// Each job's newest lease only: an older attempt still running here, or
 	// its unsent result, has a lease that has ended and holds no slot the
-	// coordinator knows of.
+	// coordinator knows of. Each says whether its handler has started, and
+	// when: the job's time limit counts from then, so the lease of a job
+	// waiting for a slot is extended however long it waits.
+	now := time.Now()
 	w.mu.Lock()
 	for id, token := range w.newest {
-		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: id, LeaseToken: token})
+		f := wire.InFlight{JobID: id, LeaseToken: token}
+		var start time.Time
+		known := true
+		if a, ok := w.running[token]; ok {
+			start = a.startedAt
+		} else {
+			start, known = w.unsent[token]
+		}
+		switch {
+		case !known: // neither running nor unsent: say nothing of it
+		case start.IsZero():
+			f.Waiting = true
+		default:
+			f.Started, f.RunMillis = true, now.Sub(start).Milliseconds()
+		}
+		hb.InFlight = append(hb.InFlight, f)
 	}
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)

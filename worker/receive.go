@@ -165,7 +165,7 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 		}
 		defer w.slots.release()
 		w.mu.Lock()
-		a.started = true
+		a.started, a.startedAt = true, time.Now()
 		w.mu.Unlock()
 		// The time limit counts from the handler's start, not the delivery.
 		ctx := actx

@@ -42,12 +42,12 @@ type Worker struct {
 	// Attempts are keyed by lease token, not job id: a job can be leased
 	// again while its old attempt still runs here (the old lease ran out).
 	mu       sync.Mutex
-	running  map[int64]*attempt // lease token → the attempt running it
-	unsent   map[int64]int64    // lease token → job id, of results not yet on the stream
-	toSend   []wire.Result      // results the sender has not taken yet (all in unsent)
-	newest   map[int64]int64    // job id → its newest lease here, while running or unsent: what heartbeats name
-	seen     tokenSet           // lease tokens delivered lately: a second delivery of one is dropped
-	canceled map[int64]int64    // lease token → job id, canceled before its delivery arrived
+	running  map[int64]*attempt  // lease token → the attempt running it
+	unsent   map[int64]time.Time // lease token → its handler's start (zero: never ran), of results not yet on the stream
+	toSend   []wire.Result       // results the sender has not taken yet (all in unsent)
+	newest   map[int64]int64     // job id → its newest lease here, while running or unsent: what heartbeats name
+	seen     tokenSet            // lease tokens delivered lately: a second delivery of one is dropped
+	canceled map[int64]int64     // lease token → job id, canceled before its delivery arrived
 
 	sendFailed func() // test hook: called after each failed send of results
 }
@@ -68,7 +68,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, log: log.With("component", "worker", "worker_id", cfg.ID), q: q,
-		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]int64{},
+		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]time.Time{},
 		newest: map[int64]int64{}, seen: newTokenSet(remembered), canceled: map[int64]int64{},
 		queued: make(chan struct{}, 1), slots: newSlots(cfg.Concurrency)}
 	w.reg = prometheus.NewRegistry()

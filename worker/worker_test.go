@@ -250,7 +250,17 @@ func (c *coordinator) skipHeartbeats() {
 }
 
 func names(hb wire.Heartbeat, jobID, token int64) bool {
-	return slices.Contains(hb.InFlight, wire.InFlight{JobID: jobID, LeaseToken: token})
+	_, ok := inFlight(hb, jobID, token)
+	return ok
+}
+
+// inFlight returns what hb says of the lease.
+func inFlight(hb wire.Heartbeat, jobID, token int64) (wire.InFlight, bool) {
+	i := slices.IndexFunc(hb.InFlight, func(f wire.InFlight) bool { return f.JobID == jobID && f.LeaseToken == token })
+	if i < 0 {
+		return wire.InFlight{}, false
+	}
+	return hb.InFlight[i], true
 }
 
 // receive waits for a value on ch, failing the test after waitLimit.
@@ -428,7 +438,17 @@ func TestPrefetch(t *testing.T) {
 	if id := receive(t, started, "first start"); id != "1" {
 		t.Fatalf("job %s started first, want 1", id)
 	}
-	c.heartbeat("naming all three", func(hb wire.Heartbeat) bool { return names(hb, 1, 10) && names(hb, 2, 20) && names(hb, 3, 30) })
+	hb := c.heartbeat("naming all three", func(hb wire.Heartbeat) bool { return names(hb, 1, 10) && names(hb, 2, 20) && names(hb, 3, 30) })
+	// The running one says when its handler started (its time limit counts
+	// from then), the waiting ones that theirs have not.
+	if f, _ := inFlight(hb, 1, 10); !f.Started || f.Waiting || f.RunMillis < 0 || f.RunMillis > waitLimit.Milliseconds() {
+		t.Errorf("running job in the heartbeat: %+v, want started a moment ago", f)
+	}
+	for _, id := range []int64{2, 3} {
+		if f, _ := inFlight(hb, id, id*10); !f.Waiting || f.Started {
+			t.Errorf("waiting job in the heartbeat: %+v, want waiting", f)
+		}
+	}
 	c.cancel(3, 30)
 	if res := c.results(1)[0]; res.LeaseToken != 30 || res.Outcome != wire.OutcomeFailed || res.Reason != job.ReasonCanceled {
 		t.Fatalf("canceled waiting job: %+v, want failed, reason canceled", res)

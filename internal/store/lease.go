@@ -24,21 +24,43 @@ type LeaseExtendParams struct {
 	IDs     []int64
 	Tokens  []int64
 	Workers []string // the reporting worker of each
-	Lease   time.Duration
+	// Waiting and RunMillis say, of each, whether its handler has not
+	// started yet, or how many milliseconds ago it started (negative: the
+	// worker did not say). Either may be nil: nobody said.
+	Waiting   []bool
+	RunMillis []int64
+	Lease     time.Duration
 }
 
 // JobLeaseExtend pushes the deadline of each still-valid lease to now+Lease,
 // touching only leases less than half their length from running out, and
 // never a job already past its own timeout_seconds (plus one lease length of
-// grace): such a job is left to expire. It returns how many leases moved.
-// "Now" is clock_timestamp(), the moment the row is updated: an extension
-// that waited for a lock still gives a whole lease from when it lands.
+// grace): such a job is left to expire. The time limit counts from the
+// handler's start as its worker reports it (RunMillis), or from the lease's
+// start if it did not; a job whose handler has not started (Waiting: a
+// prefetched job waiting for a slot) is extended whatever its time limit.
+// It returns how many leases moved. "Now" is clock_timestamp(), the moment
+// the row is updated: an extension that waited for a lock still gives a
+// whole lease from when it lands.
 func (s *Store) JobLeaseExtend(ctx context.Context, p LeaseExtendParams) (int64, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
+	waiting, run := p.Waiting, p.RunMillis
+	if waiting == nil {
+		waiting = make([]bool, len(p.IDs))
+	}
+	if run == nil {
+		run = make([]int64, len(p.IDs))
+		for i := range run {
+			run[i] = -1
+		}
+	}
+	if len(waiting) != len(p.IDs) || len(run) != len(p.IDs) {
+		return 0, fmt.Errorf("extend leases: %d ids, %d waiting, %d run times", len(p.IDs), len(waiting), len(run))
+	}
 	tag, err := s.pool.Exec(ctx, q("JobLeaseExtend"),
-		p.IDs, p.Tokens, millis(p.Lease), leased, p.Workers, p.Epoch)
+		p.IDs, p.Tokens, millis(p.Lease), leased, p.Workers, p.Epoch, waiting, run)
 	if err != nil {
 		return 0, fmt.Errorf("extend leases: %w", interpretError(err))
 	}

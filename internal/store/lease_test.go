@@ -614,6 +614,47 @@ func TestJobLeaseExtend(t *testing.T) {
 	}
 }
 
+// TestJobLeaseExtendCountsFromHandlerStart: a job's time limit counts from
+// its handler's start as its worker reports it, not from its lease's: a
+// job whose handler has not started (prefetched, waiting for a slot) is
+// extended however long ago it was leased, one that started recently is
+// extended, one past its time limit plus a lease is not, and one whose
+// worker says nothing (an older worker) counts from its lease's start.
+func TestJobLeaseExtendCountsFromHandlerStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insert(t,
+		store.JobInsertParams{Name: "waiting", TimeoutSeconds: 60},
+		store.JobInsertParams{Name: "started-lately", TimeoutSeconds: 60},
+		store.JobInsertParams{Name: "started-long-ago", TimeoutSeconds: 60},
+		store.JobInsertParams{Name: "not-said", TimeoutSeconds: 60},
+	)
+	cs := e.claim(t, nil, "w", "w", "w", "w")
+	e.exec(t, `UPDATE jobs SET lease_expires_at = now() + interval '10 seconds', started_at = now() - interval '3 minutes'`)
+	p := store.LeaseExtendParams{Epoch: e.epoch, Lease: time.Minute,
+		Waiting: []bool{true, false, false, false}, RunMillis: []int64{-1, 30_000, 121_000, -1}}
+	for _, id := range ids {
+		p.IDs, p.Tokens, p.Workers = append(p.IDs, id), append(p.Tokens, cs[id].LeaseToken), append(p.Workers, "w")
+	}
+	before := e.now(t)
+	n, err := e.s.JobLeaseExtend(e.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("extended %d leases, want 2 (the waiting one and the one started lately)", n)
+	}
+	for i, want := range []time.Duration{time.Minute, time.Minute, 10 * time.Second, 10 * time.Second} {
+		var x time.Time
+		e.scalar(t, &x, `SELECT lease_expires_at FROM jobs WHERE id = $1`, ids[i])
+		within(t, "lease of the "+[]string{"waiting", "started-lately", "started-long-ago", "not-said"}[i]+" job", x, before.Add(want), 5*time.Second)
+	}
+	p.RunMillis = p.RunMillis[:1]
+	if _, err := e.s.JobLeaseExtend(e.ctx, p); err == nil {
+		t.Error("extend with fewer run times than ids: no error")
+	}
+}
+
 func TestJobLeasesList(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -67,10 +67,21 @@ type Result struct {
 	FinishedAt time.Time       `json:"finished_at"`
 }
 
-// InFlight names one job a worker is running, for lease extension.
+// InFlight names one job a worker holds, for lease extension, and says
+// whether its handler has started: a job's time limit (timeout_seconds)
+// counts from its handler's start, and a prefetched job may wait long for
+// a slot first. A heartbeat of an older worker says neither, and its
+// jobs' time limits count from their leases' start.
 type InFlight struct {
 	JobID      int64 `json:"job_id"`
 	LeaseToken int64 `json:"lease_token"`
+	// Waiting: its handler has not started (it waits for a slot, or its
+	// result, that it never ran, is not sent yet).
+	Waiting bool `json:"waiting,omitempty"`
+	// Started: its handler started RunMillis milliseconds before the
+	// heartbeat was sent, by the worker's clock.
+	Started   bool  `json:"started,omitempty"`
+	RunMillis int64 `json:"run_ms,omitempty"`
 }
 
 // Heartbeat is sent by every worker on the heartbeat stream every interval.
