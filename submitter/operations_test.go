@@ -168,6 +168,25 @@ func TestDrainAndRunNowAPI(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM audit_log WHERE action = 'worker.drain' AND target_id = 'w<1>'`); n != 1 {
 		t.Errorf("drain audit rows %d", n)
 	}
+	// Undrain withdraws the request: the row the leader's sync reads
+	// (WorkerDrainList) no longer has the flag. Repeating it is harmless.
+	for range 2 {
+		var un wire.Worker
+		status, b = e.do("POST", "/workers/w%3C1%3E/undrain", "")
+		e.must(http.StatusOK, &un, status, b)
+		if un.WorkerID != "w<1>" || un.DrainRequestedAt != nil || un.DrainRequestedBy != "" {
+			t.Errorf("undrained %+v", un)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM workers WHERE drain_requested_at IS NOT NULL OR drain_requested_by IS NOT NULL`); n != 0 {
+		t.Errorf("%d workers still asked to drain after undrain", n)
+	}
+	if status, _ := e.do("POST", "/workers/nope/undrain", ""); status != 404 {
+		t.Errorf("undrain unknown: %d", status)
+	}
+	if n := e.count(`SELECT count(*) FROM audit_log WHERE action = 'worker.undrain' AND target_id = 'w<1>' AND details->>'result' = 'ok'`); n != 2 {
+		t.Errorf("undrain audit rows %d, want 2", n)
+	}
 
 	var page wire.ScheduledJobsResponse
 	status, b = e.do("GET", "/jobs/scheduled", "")
@@ -189,6 +208,7 @@ func TestDrainAndRunNowAPI(t *testing.T) {
 		{"GET", "/jobs/scheduled?cursor=junk", ""},
 		{"GET", "/jobs/scheduled?cursor=12-x", ""},
 		{"POST", "/workers/" + strings.Repeat("w", 201) + "/drain", ""},
+		{"POST", "/workers/" + strings.Repeat("w", 201) + "/undrain", ""},
 		{"POST", "/jobs/abc/run_now", ""},
 		{"POST", "/jobs/bulk", `{"action":"requeue","background":true,"name":"a\u0000b"}`},
 		{"POST", "/jobs/bulk", `{"action":"requeue","background":true,"status":"pending"}`},
@@ -214,6 +234,7 @@ func TestOpsRoutesNeedAdmin(t *testing.T) {
 	h := []string{"Authorization", "Bearer " + key}
 	for _, rq := range []struct{ method, path, body string }{
 		{"POST", "/workers/w1/drain", ""},
+		{"POST", "/workers/w1/undrain", ""},
 		{"POST", "/jobs/1/run_now", ""},
 		{"POST", "/operations/1/cancel", ""},
 		{"POST", "/jobs/bulk", `{"action":"requeue","background":true}`},

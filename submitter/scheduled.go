@@ -21,11 +21,12 @@ import (
 // schedules of GET /schedules, and cancel).
 
 // opsRoutes adds the routes of operations.go, scheduled.go and workers.go'
-// drain to the scoped routers.
+// drain and undrain to the scoped routers.
 func (s *Server) opsRoutes(read, admin chi.Router, body func(http.Handler) http.Handler) {
 	read.Get("/jobs/scheduled", httpx.Handler(s.listScheduled))
 	admin.With(body).Post("/jobs/{id}/run_now", httpx.Handler(s.runNow))
 	admin.With(body).Post("/workers/{id}/drain", httpx.Handler(s.drainWorker))
+	admin.With(body).Post("/workers/{id}/undrain", httpx.Handler(s.undrainWorker))
 	read.Get("/operations", httpx.Handler(s.listOperations))
 	read.Get("/operations/{id}", httpx.Handler(s.getOperation))
 	admin.With(body).Post("/operations/{id}/cancel", httpx.Handler(s.cancelOperation))

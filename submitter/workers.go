@@ -12,7 +12,7 @@ import (
 )
 
 // This file holds GET /workers and GET /workers/{id} (read) and POST
-// /workers/{id}/drain (admin; audited): the fleet as
+// /workers/{id}/drain and /undrain (admin; audited): the fleet as
 // the leader coordinator last wrote it to the workers table, so the
 // submitter answers without asking the coordinator (whose own /workers
 // shows its live registry).
@@ -58,16 +58,53 @@ func (s *Server) drainWorker(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// undrainWorker handles POST /workers/{id}/undrain (admin; audited).
+func (s *Server) undrainWorker(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "id")
+	if msg := checkText(id, maxWorkerIDLen); msg != "" {
+		return httpx.Errorf(http.StatusBadRequest, wire.CodeInvalidID, "worker id: %s", msg)
+	}
+	wk, err := s.svc.WorkerUndrain(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, wk)
+	return nil
+}
+
 // WorkerDrain asks that a worker get no new jobs (audited): the leader
 // coordinator reads the request at its next worker sync (within a
 // heartbeat interval) and leases nothing more to it; its running jobs
-// finish. The worker keeps running, idle, until it is stopped.
+// finish. The worker keeps running, idle, until it is stopped. The
+// request stands through the worker's crashes and restarts under the same
+// id until WorkerUndrain.
 func (v service) WorkerDrain(ctx context.Context, id string) (wire.Worker, error) {
-	done, err := v.s.audit(ctx, store.AuditWorkerDrain, store.AuditTargetWorker, id)
+	return v.workerDrainSet(ctx, id, true)
+}
+
+// WorkerUndrain withdraws an operator's drain request (audited): from the
+// leader's next worker sync the worker gets jobs again. A worker not asked
+// to drain is left as it is; a worker that drains itself (SIGTERM) goes on
+// stopping.
+func (v service) WorkerUndrain(ctx context.Context, id string) (wire.Worker, error) {
+	return v.workerDrainSet(ctx, id, false)
+}
+
+func (v service) workerDrainSet(ctx context.Context, id string, drain bool) (wire.Worker, error) {
+	action := store.AuditWorkerUndrain
+	if drain {
+		action = store.AuditWorkerDrain
+	}
+	done, err := v.s.audit(ctx, action, store.AuditTargetWorker, id)
 	if err != nil {
 		return wire.Worker{}, err
 	}
-	row, err := v.s.store.WorkerDrain(ctx, id, httpx.PrincipalFrom(ctx).Actor())
+	var row store.WorkerRow
+	if drain {
+		row, err = v.s.store.WorkerDrain(ctx, id, httpx.PrincipalFrom(ctx).Actor())
+	} else {
+		row, err = v.s.store.WorkerUndrain(ctx, id)
+	}
 	if err != nil {
 		done(failure(err))
 		if isNotFound(err) {

@@ -13,7 +13,7 @@ import (
 	"github.com/dtsched/dts/internal/wire"
 )
 
-// This file holds the operator pages: Workers (drain), Scheduled (run
+// This file holds the operator pages: Workers (drain, undrain), Scheduled (run
 // now, cancel), and actions on all the jobs a filter matches (a
 // confirmation that shows how many, then a background operation whose
 // progress has its own page). Every action is a <form method=post> that
@@ -24,6 +24,7 @@ import (
 type OpsService interface {
 	WorkerList(ctx context.Context) ([]wire.Worker, error)
 	WorkerDrain(ctx context.Context, id string) (wire.Worker, error)
+	WorkerUndrain(ctx context.Context, id string) (wire.Worker, error)
 	ScheduledList(ctx context.Context, limit int, cursor string) (wire.ScheduledJobsResponse, error)
 	ScheduleList(ctx context.Context, limit int, cursor string) (wire.ScheduleListResponse, error)
 	JobRunNow(ctx context.Context, id int64) (wire.SubmitResponse, error)
@@ -43,6 +44,7 @@ const maxLeasedShown = 10
 func (c *Console) opsRoutes(r chi.Router) {
 	r.Get("/workers", c.workers)
 	r.Post("/workers/{id}/drain", c.drain)
+	r.Post("/workers/{id}/undrain", c.undrain)
 	r.Get("/scheduled", c.scheduled)
 	r.Post("/scheduled/{id}/run", c.runNow)
 	r.Post("/scheduled/{id}/cancel", c.cancelScheduled)
@@ -56,6 +58,7 @@ func (c *Console) opsRoutes(r chi.Router) {
 // redirect carries (nothing from the URL is shown as is).
 var doneMessages = map[string]string{
 	"drain":    "Drain requested: the worker gets no new jobs from the coordinator's next worker sync on (within a heartbeat interval); its running jobs finish.",
+	"undrain":  "Drain withdrawn: the worker gets jobs again from the coordinator's next worker sync on (within a heartbeat interval).",
 	"run":      "The job is due now.",
 	"canceled": "The job was canceled.",
 	"stopping": "Cancel requested: the job ends when its running attempt stops.",
@@ -131,6 +134,17 @@ func (c *Console) drain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	redirect(w, rootOf(r)+"workers?done=drain")
+}
+
+func (c *Console) undrain(w http.ResponseWriter, r *http.Request) {
+	if !c.adminForm(w, r) {
+		return
+	}
+	if _, err := c.svc.WorkerUndrain(r.Context(), workerID(r)); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	redirect(w, rootOf(r)+"workers?done=undrain")
 }
 
 // ---- Scheduled ----

@@ -30,7 +30,9 @@ func (f *fakeService) WorkerList(context.Context) ([]wire.Worker, error) {
 			Concurrency: 13, InFlight: 13, LastHeartbeatAt: opsT0, LeasedJobs: leased},
 		{WorkerID: "w2", Host: "h2", Version: "v1", JobTypes: []string{"email"}, State: "available", Concurrency: 4,
 			LastHeartbeatAt: opsT0.Add(-2 * time.Hour), DrainRequestedAt: &opsT0, DrainRequestedBy: hostile, LeasedJobs: []string{}},
-		{WorkerID: "gone", State: "unavailable", Concurrency: 1, LastHeartbeatAt: opsT0, LeasedJobs: []string{}},
+		{WorkerID: "gone", State: "unavailable", Concurrency: 1, LastHeartbeatAt: opsT0, LeasedJobs: []string{},
+			DrainRequestedAt: &opsT0, DrainRequestedBy: "apikey:1"},
+		{WorkerID: "down", State: "unavailable", Concurrency: 1, LastHeartbeatAt: opsT0, LeasedJobs: []string{}},
 	}, nil
 }
 
@@ -41,6 +43,16 @@ func (f *fakeService) WorkerDrain(_ context.Context, id string) (wire.Worker, er
 		return wire.Worker{}, httpx.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such worker")
 	}
 	f.drained = append(f.drained, id)
+	return wire.Worker{WorkerID: id}, nil
+}
+
+func (f *fakeService) WorkerUndrain(_ context.Context, id string) (wire.Worker, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != "w2" && id != "gone" {
+		return wire.Worker{}, httpx.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such worker")
+	}
+	f.undrained = append(f.undrained, id)
 	return wire.Worker{WorkerID: id}, nil
 }
 
@@ -122,10 +134,16 @@ func TestOpsPagesRender(t *testing.T) {
 		{name: "workers", target: "/workers", token: "admin", status: 200,
 			want: []string{`13 / 13`, `3s ago`, `2h 0m ago`, "&lt;script&gt;", `href="./jobs/109"`, "and 3 more",
 				`action="./workers/%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%27%3E%3Cimg%20src=x%20onerror=alert%282%29%3E%2F%3F%23`,
-				`drain requested`, "wstate-unavailable", ", any</td>"},
-			wantNot: []string{`action="./workers/gone/drain"`, `action="./workers/w2/drain"`}},
-		{name: "workers read only", target: "/workers", token: "read", status: 200, wantNot: []string{"<button type=\"submit\" class=\"drain\"", "/drain"}},
+				`drain requested`, "wstate-unavailable", ", any</td>",
+				// A drain-requested worker offers Undrain instead of Drain,
+				// an unavailable one too (it keeps the request if it restarts).
+				`action="./workers/w2/undrain"`, `action="./workers/gone/undrain"`},
+			wantNot: []string{`action="./workers/gone/drain"`, `action="./workers/w2/drain"`, `action="./workers/down/`,
+				`/%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%27%3E%3Cimg%20src=x%20onerror=alert%282%29%3E%2F%3F%23` + strings.Repeat("w", 3000) + `/undrain"`}},
+		{name: "workers read only", target: "/workers", token: "read", status: 200, want: []string{"drain requested"},
+			wantNot: []string{"<button type=\"submit\" class=\"drain\"", "/drain", "/undrain", "Undrain"}},
 		{name: "workers flash", target: "/workers?done=drain", token: "admin", status: 200, want: []string{"Drain requested"}},
+		{name: "workers undrain flash", target: "/workers?done=undrain", token: "admin", status: 200, want: []string{"Drain withdrawn"}},
 		{name: "workers unknown flash", target: "/workers?done=" + url.QueryEscape(hostile), token: "admin", status: 200, wantNot: []string{`class="flash"`}},
 		{name: "scheduled", target: "/scheduled", token: "admin", status: 200,
 			want: []string{`action="./scheduled/4/run"`, `action="./scheduled/4/cancel"`, `1h 29m`, `href="./scheduled?cursor=123-4"`,
@@ -181,6 +199,7 @@ func TestOpsActions(t *testing.T) {
 	c, f := newConsole(t, true)
 	forged := map[string]url.Values{
 		"/workers/w2/drain":     {},
+		"/workers/w2/undrain":   {},
 		"/scheduled/4/run":      {},
 		"/scheduled/4/cancel":   {},
 		"/bulk":                 {"action": {"requeue"}, "q": {"state:failed"}},
@@ -190,11 +209,12 @@ func TestOpsActions(t *testing.T) {
 		checkPage(t, "forged "+target, serve(c, "POST", target, "read", form), http.StatusForbidden)
 		checkPage(t, "cross-origin "+target, serve(c, "POST", target, "admin", form, "Origin", "http://evil.example"), http.StatusForbidden)
 	}
-	if len(f.drained)+len(f.ran)+len(f.canceled)+len(f.bulk)+len(f.opCanceled) != 0 {
-		t.Fatalf("refused POSTs acted: %v %v %v %v %v", f.drained, f.ran, f.canceled, f.bulk, f.opCanceled)
+	if len(f.drained)+len(f.undrained)+len(f.ran)+len(f.canceled)+len(f.bulk)+len(f.opCanceled) != 0 {
+		t.Fatalf("refused POSTs acted: %v %v %v %v %v %v", f.drained, f.undrained, f.ran, f.canceled, f.bulk, f.opCanceled)
 	}
 	for target, want := range map[string]string{
 		"/workers/w%201%2Fx/drain": "../../workers?done=drain",
+		"/workers/gone/undrain":    "../../workers?done=undrain",
 		"/scheduled/4/run":         "../../scheduled?done=run",
 		"/scheduled/4/cancel":      "../../scheduled?done=canceled",
 		"/operations/55/cancel":    "../../operations/55?done=cancel",
@@ -211,10 +231,14 @@ func TestOpsActions(t *testing.T) {
 	if len(f.bulk) != 1 || f.bulk[0] != (wire.BulkRequest{Action: "requeue", Status: "failed", Name: "a b", Queue: "mail"}) {
 		t.Errorf("bulk request %+v", f.bulk)
 	}
+	if len(f.undrained) != 1 || f.undrained[0] != "gone" {
+		t.Errorf("undrained %v, want [gone]", f.undrained)
+	}
 	if len(f.drained) != 1 || f.drained[0] != "w 1/x" || len(f.ran) != 1 || len(f.canceled) != 1 || len(f.opCanceled) != 1 {
 		t.Errorf("acted: %v %v %v %v", f.drained, f.ran, f.canceled, f.opCanceled)
 	}
 	checkPage(t, "run now conflict", serve(c, "POST", "/scheduled/1/run", "admin", url.Values{}), http.StatusConflict)
 	checkPage(t, "drain unknown", serve(c, "POST", "/workers/nope/drain", "admin", url.Values{}), http.StatusNotFound)
+	checkPage(t, "undrain unknown", serve(c, "POST", "/workers/nope/undrain", "admin", url.Values{}), http.StatusNotFound)
 	checkPage(t, "bulk bad", serve(c, "POST", "/bulk", "admin", url.Values{"action": {"explode"}}), http.StatusBadRequest)
 }

@@ -50,6 +50,7 @@ type fakeService struct {
 	slowDead atomic.Int64 // how long DeadGroups takes, in nanoseconds
 	// ops_test.go's actions
 	drained    []string
+	undrained  []string
 	ran        []int64
 	canceled   []int64
 	bulk       []wire.BulkRequest
