@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -38,16 +39,23 @@ type resultQueue interface {
 // resultApplier applies results from the results stream in batches:
 // completions in one statement, failures in one transaction, releases in
 // one statement, each matching the lease's token and worker. A batch is
-// acknowledged only after PostgreSQL committed it; if it could not be
-// written (PostgreSQL away) it is read again from the pending list.
+// acknowledged only after PostgreSQL committed it.
 //
-// No result can hold up the others. A result's JSON passes the rules a
-// submitted payload does before it reaches a statement (one that breaks
-// them is recorded as a failed attempt, reason invalid_result); if
-// PostgreSQL still refuses a batch, it is applied row by row and the row it
-// refuses is recorded the same way. The pending list is read again every
-// rescan (10 s), so results left unacknowledged (an ack that failed, a
-// deposed leader that read but could not apply them) are not orphaned.
+// Only a result's own data can change what it does to its job. A write
+// that fails for any other reason (PostgreSQL away, a lock or statement
+// timeout, a cancel, a deadlock, a serialization failure, disk, memory or
+// connections short: see persist) is tried again, as it is, after a
+// jittered backoff, for as long as the fault lasts; no attempt is spent and
+// nothing is dead-lettered for it.
+//
+// No result's data can hold up the others. A result's JSON passes the
+// rules a submitted payload does before it reaches a statement (one that
+// breaks them is recorded as a failed attempt, reason invalid_result); if
+// PostgreSQL still refuses a batch for its data (job.ErrBadData), it is
+// applied row by row and the row it refuses is recorded the same way. The
+// pending list is read again every rescan (10 s), so results left
+// unacknowledged (an ack that failed, a deposed leader that read but could
+// not apply them) are not orphaned.
 type resultApplier struct {
 	base
 	loop
@@ -213,22 +221,27 @@ func (a *resultApplier) linger(ctx context.Context) bool {
 	}
 }
 
-// apply records one batch. If PostgreSQL refuses it (an ERROR: nothing was
-// written), each result is applied alone, so that only the refused one
-// fails; a completion refused alone becomes a failed attempt.
+// apply records one batch. If PostgreSQL refuses the data of a write of
+// it (nothing was written), each result is applied alone, so that only the
+// refused one fails; a completion refused alone becomes a failed attempt.
 func (a *resultApplier) apply(ctx context.Context, rs []queue.ReceivedResult) error {
 	err := a.applyBatch(ctx, rs)
-	if !refused(err) || len(rs) == 1 {
+	if !poison(err) {
 		return err
 	}
-	a.log.WarnContext(ctx, "postgres refused a batch of results; applying them one by one", "count", len(rs), "error", err)
+	if len(rs) > 1 {
+		a.log.WarnContext(ctx, "postgres refused the data of a batch of results; applying them one by one",
+			"count", len(rs), "error", err)
+	}
 	for _, r := range rs {
-		err := a.applyBatch(ctx, []queue.ReceivedResult{r})
-		if refused(err) && r.Result.Outcome == wire.OutcomeCompleted {
+		if len(rs) > 1 {
+			err = a.applyBatch(ctx, []queue.ReceivedResult{r})
+		}
+		if poison(err) && r.Result.Outcome == wire.OutcomeCompleted {
 			r.Result = invalidResult(r.Result, fmt.Sprintf("result refused by PostgreSQL: %v", err))
 			err = a.applyBatch(ctx, []queue.ReceivedResult{r})
 		}
-		if refused(err) {
+		if poison(err) {
 			// Nothing this result says can be stored; its lease will run
 			// out and the attempt be retried. Dropping it (it is
 			// acknowledged with the batch) keeps everything else moving.
@@ -244,12 +257,49 @@ func (a *resultApplier) apply(ctx context.Context, rs []queue.ReceivedResult) er
 	return nil
 }
 
-// refused reports whether PostgreSQL refused a statement of a leader that
-// still leads: the statement wrote nothing, and retrying it as it is would
-// be refused again.
-func refused(err error) bool {
-	return errors.Is(err, job.ErrRefused) && !errors.Is(err, job.ErrDeposed)
+// poison reports whether PostgreSQL refused a write for the data it
+// carried (job.ErrBadData): it wrote nothing, and the same write would be
+// refused again. Every other error is retried by persist.
+func poison(err error) bool {
+	return errors.Is(err, job.ErrBadData) && !errors.Is(err, job.ErrDeposed)
 }
+
+// Waits between tries of a result write that failed for a reason other
+// than its data: the first, doubling up to the last, each cut by a random
+// part of up to half, so that retries of statements that failed together
+// (a deadlock's, a restart's) do not meet again in step. The last bounds
+// how long after a fault clears the results wait.
+const (
+	resultRetryFirst = 50 * time.Millisecond
+	resultRetryMax   = 5 * time.Second
+)
+
+// persist runs write until it succeeds, PostgreSQL refuses the data it
+// carries (poison: the caller finds the result at fault), the leader is
+// deposed, or ctx ends. Any other error (PostgreSQL away, a lock or
+// statement timeout, a cancel, a deadlock, a serialization failure,
+// resources short, and errors of the schema or the server) says nothing
+// about the results, so it must not change their jobs' outcome: each is
+// counted and logged, and the same write is tried again after a jittered
+// backoff, for as long as the fault lasts. Meanwhile the batch stays
+// unacknowledged in the stream.
+func persist[T any](ctx context.Context, a *resultApplier, write func() (T, error)) (T, error) {
+	wait := resultRetryFirst
+	for {
+		v, err := write()
+		if err == nil || poison(err) || store.IsDeposed(err) || ctx.Err() != nil {
+			return v, err
+		}
+		a.storeError(ctx, storeOpApplyResults, err)
+		if retry.Sleep(ctx, jitter(wait)) != nil {
+			return v, err
+		}
+		wait = min(2*wait, resultRetryMax)
+	}
+}
+
+// jitter returns a random duration between d/2 and d.
+func jitter(d time.Duration) time.Duration { return d - rand.N(d/2+1) }
 
 // invalidResult turns a completion whose result cannot be stored into a
 // failed attempt that says why.
@@ -274,7 +324,7 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 		progress = append(progress, store.Progress{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID,
 			Percent: r.Progress, Message: r.Message})
 	}
-	if _, err := a.store.JobProgressMany(ctx, a.l.epoch, progress); err != nil {
+	if _, err := persist(ctx, a, func() (int, error) { return a.store.JobProgressMany(ctx, a.l.epoch, progress) }); err != nil {
 		return err
 	}
 	if len(rs) == 0 {
@@ -308,15 +358,21 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 			releases = append(releases, store.Release{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID})
 		}
 	}
-	done, err := a.store.JobCompleteMany(ctx, a.l.epoch, completions)
+	done, err := persist(ctx, a, func() ([]store.Finished, error) {
+		return a.store.JobCompleteMany(ctx, a.l.epoch, completions)
+	})
 	if err != nil {
 		return err
 	}
-	failed, err := a.store.JobFailMany(ctx, a.l.epoch, failures, a.retry)
+	failed, err := persist(ctx, a, func() ([]store.FailOutcome, error) {
+		return a.store.JobFailMany(ctx, a.l.epoch, failures, a.retry)
+	})
 	if err != nil {
 		return err
 	}
-	released, err := a.store.JobReleaseMany(ctx, a.l.epoch, releases)
+	released, err := persist(ctx, a, func() ([]int64, error) {
+		return a.store.JobReleaseMany(ctx, a.l.epoch, releases)
+	})
 	if err != nil {
 		return err
 	}

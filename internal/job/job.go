@@ -71,6 +71,16 @@ var (
 	// connection or a FATAL, after which a commit may or may not have
 	// happened).
 	ErrRefused = errors.New("refused by the database")
+	// ErrBadData says PostgreSQL refused a statement (ErrRefused) for a
+	// value it carried: a data exception (SQLSTATE class 22), an integrity
+	// constraint (23), a program limit (54) or a trigger's RAISE
+	// EXCEPTION (P0). The same values are refused again whenever they are
+	// sent; a caller holding several rows finds the bad one by sending
+	// them one by one. Any other refusal (a lock or statement timeout, a
+	// cancel, a deadlock, a serialization failure, a lack of disk, memory
+	// or connections, a shutdown) says nothing about the data: the same
+	// statement can succeed later.
+	ErrBadData = errors.New("data refused by the database")
 	// ErrDeposed says a leader's write was refused because another
 	// coordinator has taken over (its epoch is no longer current): nothing
 	// was written, and the caller must stop acting as leader.

@@ -124,13 +124,15 @@ func interpretError(err error) error {
 			return fmt.Errorf("%w: %w: %s", job.ErrDeposed, job.ErrRefused, pgErr.Message)
 		}
 		if pgErr.Code == "23505" { // unique_violation
-			return fmt.Errorf("%w: %w: %s", job.ErrConflict, job.ErrRefused, pgErr.Message)
+			return fmt.Errorf("%w: %w: %w: %s", job.ErrConflict, job.ErrRefused, job.ErrBadData, pgErr.Message)
 		}
 		// An ERROR aborts the statement and the session goes on; a FATAL
 		// (the server ending the session, say at shutdown) can come after
 		// a commit, so what was written is unknown.
 		refused := severity(pgErr) == "ERROR"
 		switch {
+		case refused && badData(pgErr.Code):
+			return fmt.Errorf("%w: %w: %w", job.ErrRefused, job.ErrBadData, err)
 		case unavailable(err) && refused:
 			return fmt.Errorf("%w: %w: %w", job.ErrStoreUnavailable, job.ErrRefused, err)
 		case unavailable(err):
@@ -144,6 +146,26 @@ func interpretError(err error) error {
 		return fmt.Errorf("%w: %w", job.ErrStoreUnavailable, err)
 	}
 	return err
+}
+
+// badData reports whether an ERROR of SQLSTATE code is the fault of a
+// value the statement carried, so that sending the same values again is
+// refused again (job.ErrBadData): class 22 data_exception (a number out of
+// range, invalid text or JSON), 23 integrity_constraint_violation (a CHECK,
+// NOT NULL, unique or foreign key), 54 program_limit_exceeded (a value too
+// large or too deeply nested) and P0 plpgsql_error (a trigger's RAISE
+// EXCEPTION, which refuses a row as a CHECK does). Every other class is
+// about the moment or the server, not the data (40 transaction_rollback:
+// deadlock, serialization failure; 53 insufficient_resources; 55P03
+// lock_not_available; 57014 query_canceled; 57P0x shutdown; 58 system
+// errors; 08 connection errors), or about the schema or the code (42,
+// XX): a caller retries those and must not blame the row.
+func badData(code string) bool {
+	switch code[:min(2, len(code))] {
+	case "22", "23", "54", "P0":
+		return true
+	}
+	return false
 }
 
 // sqlstateDeposed is what dts_fence raises when a leader's epoch is no
