@@ -8,8 +8,9 @@ import (
 	"github.com/dtsched/dts/internal/wire"
 )
 
-// This file holds worker drain and background bulk operations. Drain and
-// CancelOperation need the admin scope; Operation and Operations read.
+// This file holds worker drain and background bulk operations. Drain,
+// undrain and CancelOperation need the admin scope; Operation and
+// Operations read.
 
 // Operation is a background bulk action (Bulk with Background) and its
 // progress.
@@ -29,6 +30,19 @@ const (
 func (c *Client) DrainWorker(ctx context.Context, id string) (*Worker, error) {
 	var out Worker
 	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/workers/" + url.PathEscape(id) + "/drain", idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UndrainWorker withdraws a DrainWorker request: the leader coordinator
+// leases to the worker again from its next worker sync (within a heartbeat
+// interval). A drain request otherwise stands, through the worker's
+// crashes and restarts under the same id. Undraining a worker not asked to
+// drain changes nothing; an unknown worker is ErrNotFound.
+func (c *Client) UndrainWorker(ctx context.Context, id string) (*Worker, error) {
+	var out Worker
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/workers/" + url.PathEscape(id) + "/undrain", idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
