@@ -178,7 +178,7 @@ func (a *app) workersCmd() *cobra.Command {
 				{"JOB TYPES", strings.Join(w.JobTypes, ", ")}})
 		}),
 	}
-	return group(cmd, ls, get, a.workersDrainCmd())
+	return group(cmd, ls, get, a.workersDrainCmd(), a.workersUndrainCmd())
 }
 
 // ---- stats ----

@@ -9,7 +9,7 @@ import (
 	"github.com/dtsched/dts/client"
 )
 
-// This file holds `dtsctl workers drain` and `dtsctl operations`: the
+// This file holds `dtsctl workers drain|undrain` and `dtsctl operations`: the
 // background bulk operations that `jobs requeue|cancel|delete --background`
 // (and the console's "all matching") start.
 
@@ -18,7 +18,8 @@ func (a *app) workersDrainCmd() *cobra.Command {
 		Use: "drain ID", Short: "Send a worker no new jobs; its running jobs finish", Args: cobra.ExactArgs(1),
 		Long: `Drain asks the leader coordinator to lease nothing more to the worker
 (within a heartbeat interval). Its running jobs finish; the worker stays up,
-idle, until it is stopped. The request lasts until the worker stops cleanly.`,
+idle, until it is stopped. The request stands, through crashes and restarts
+under the same id, until "dtsctl workers undrain" (or a clean stop).`,
 		Example: `  dtsctl workers drain w1`,
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			w, err := a.c.DrainWorker(cmd.Context(), args[0])
@@ -27,6 +28,28 @@ idle, until it is stopped. The request lasts until the worker stops cleanly.`,
 			}
 			if a.output == "table" && !a.quiet {
 				_, err = fmt.Fprintf(a.env.Stdout, "%s: drain requested (state %s, %d running)\n", w.WorkerID, w.State, w.InFlight)
+				return err
+			}
+			return emitOne(a, w, w.WorkerID, nil)
+		}),
+	}
+}
+
+func (a *app) workersUndrainCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "undrain ID", Short: "Withdraw a drain request: the worker gets jobs again", Args: cobra.ExactArgs(1),
+		Long: `Undrain withdraws an operator's drain request (dtsctl workers drain, the
+console's Drain): the leader coordinator leases to the worker again from its
+next worker sync (within a heartbeat interval). A worker that drains itself
+because it is shutting down (SIGTERM) goes on stopping.`,
+		Example: `  dtsctl workers undrain w1`,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			w, err := a.c.UndrainWorker(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.output == "table" && !a.quiet {
+				_, err = fmt.Fprintf(a.env.Stdout, "%s: drain withdrawn (state %s, %d running)\n", w.WorkerID, w.State, w.InFlight)
 				return err
 			}
 			return emitOne(a, w, w.WorkerID, nil)

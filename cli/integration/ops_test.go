@@ -40,9 +40,25 @@ func TestWorkersDrain(t *testing.T) {
 	if r := s.dtsctl("workers", "drain", "nope"); r.code != command.ExitNotFound || !strings.Contains(r.stderr, "not_found") {
 		t.Errorf("drain unknown: exit %d %s", r.code, r.stderr)
 	}
+	if got := s.ok("workers", "undrain", "w1"); !strings.HasPrefix(got, "w1: drain withdrawn (state ") {
+		t.Errorf("undrain: %q", got)
+	}
+	eventually(t, "w1 available again", func() bool {
+		w = nil
+		_ = json.Unmarshal([]byte(s.ok("workers", "get", "w1", "-o", "json")), &w)
+		return w["state"] == "available"
+	})
+	if w["drain_requested_at"] != nil || w["drain_requested_by"] != nil {
+		t.Errorf("undrained worker %v", w)
+	}
+	if r := s.dtsctl("workers", "undrain", "nope"); r.code != command.ExitNotFound || !strings.Contains(r.stderr, "not_found") {
+		t.Errorf("undrain unknown: exit %d %s", r.code, r.stderr)
+	}
 	audit := s.ok("audit", "ls", "-o", "jsonl")
-	if !strings.Contains(audit, `"action":"worker.drain","target_type":"worker","target_id":"w1"`) {
-		t.Errorf("audit log lacks the drain:\n%s", audit)
+	for _, action := range []string{"worker.drain", "worker.undrain"} {
+		if !strings.Contains(audit, `"action":"`+action+`","target_type":"worker","target_id":"w1"`) {
+			t.Errorf("audit log lacks the %s:\n%s", action, audit)
+		}
 	}
 }
 
