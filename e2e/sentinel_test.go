@@ -148,8 +148,9 @@ func TestRedisSentinelFailover(t *testing.T) {
 	if after == 0 {
 		t.Fatal("no job was accepted after the kill")
 	}
-	t.Logf("%d jobs accepted (201), all completed, %d of them after the kill; %d ran more than once; other answers (0: no answer): %v",
-		len(all), after, rerun, refused)
+	span := all[len(all)-1].at.Sub(all[0].at)
+	t.Logf("%d jobs accepted (201) in %v (%.0f/s), all completed, %d of them after the kill; %d ran more than once; other answers (0: no answer): %v",
+		len(all), span.Round(time.Millisecond), float64(len(all))/span.Seconds(), after, rerun, refused)
 	t.Logf("sentinels promoted the replica %v after the master's SIGKILL; the first job submitted after the kill completed %v after it",
 		failover.Round(time.Millisecond), first.Sub(killed).Round(time.Millisecond))
 }
