@@ -112,7 +112,8 @@ func (s *site) count(sql string, args ...any) int {
 }
 
 // TestBrowserOps drives the operator pages against a real coordinator and
-// workers: a worker drained from the Workers page gets no new jobs; run
+// workers: a worker drained from the Workers page gets no new jobs, and
+// undrained there, it gets jobs again; run
 // now on a scheduled job (JavaScript off); requeue of all the dead jobs a
 // filter matches, with the count confirmed and the progress followed;
 // and read only sees no controls.
@@ -197,6 +198,21 @@ func TestBrowserOps(t *testing.T) {
 		!strings.HasPrefix(audit.Entries[0].Actor, "api_key:") {
 		t.Errorf("newest audit entry %+v, want the drain by the admin key", audit.Entries[0])
 	}
+	// Undrain it from the same row: it takes jobs again.
+	b.do(t, "workers again", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"] button.undrain`)))
+	b.do(t, "undrain", chromedp.Click(chromedp.CSS(`tr[data-worker-id="w-drain"] button.undrain`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+	if msg := text(t, b, `.flash`); !strings.HasPrefix(msg, "Drain withdrawn") {
+		t.Errorf("after undrain: %q", msg)
+	}
+	poll(t, "w-drain shown available with Drain", func() bool {
+		b.do(t, "reload workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"]`)))
+		return text(t, b, `tr[data-worker-id="w-drain"] .wstate`) == "available" && count(t, b, `tr[data-worker-id="w-drain"] button.drain`) == 1
+	})
+	s.call("POST", "/submit_jobs", string(body), &sub)
+	again, _ := strconv.ParseInt(sub.Jobs[0].JobID, 10, 64)
+	poll(t, "the undrained worker to run some of 40 more jobs", func() bool {
+		return s.count(`SELECT count(*) FROM jobs WHERE id >= $1 AND worker_id = 'w-drain' AND status = 'completed'`, again) > 0
+	})
 
 	// Scheduled: run the job an hour ahead now, with JavaScript off.
 	b.do(t, "scheduled", chromedp.Navigate(s.console+"scheduled"),
