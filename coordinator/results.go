@@ -128,6 +128,10 @@ func (a *resultApplier) run(ctx context.Context) {
 			pending = false
 			continue
 		}
+		// A read of new entries that was not full found the stream
+		// drained: once this read is applied, no result of a write that
+		// failed is still waiting (resultsStuck).
+		drained := !pending && len(entryIDs(rs, bad)) < a.cfg.ResultBatch
 		if !pending && len(rs) > 0 && len(rs) < lingerBelow && a.linger(ctx) {
 			more, moreBad, err := a.queue.ReadResults(ctx, false, a.cfg.ResultBatch-len(rs), 0)
 			if err != nil {
@@ -156,6 +160,9 @@ func (a *resultApplier) run(ctx context.Context) {
 		}
 		if applied {
 			a.ack(ctx, entryIDs(nil, bad))
+			if drained {
+				a.l.resultsStuck.Store(false)
+			}
 		}
 	}
 }
@@ -282,7 +289,10 @@ const (
 // about the results, so it must not change their jobs' outcome: each is
 // counted and logged, and the same write is tried again after a jittered
 // backoff, for as long as the fault lasts. Meanwhile the batch stays
-// unacknowledged in the stream.
+// unacknowledged in the stream, and the reaper ends no lease until the
+// applier has caught up with the stream (leaderState.resultsStuck): the
+// leases of these results, and of those queued behind them, may run out,
+// as their workers name the jobs no more.
 func persist[T any](ctx context.Context, a *resultApplier, write func() (T, error)) (T, error) {
 	wait := resultRetryFirst
 	for {
@@ -290,6 +300,7 @@ func persist[T any](ctx context.Context, a *resultApplier, write func() (T, erro
 		if err == nil || poison(err) || store.IsDeposed(err) || ctx.Err() != nil {
 			return v, err
 		}
+		a.l.resultsStuck.Store(true)
 		a.storeError(ctx, storeOpApplyResults, err)
 		if retry.Sleep(ctx, jitter(wait)) != nil {
 			return v, err

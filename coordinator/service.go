@@ -30,6 +30,13 @@ type leaderState struct {
 	live liveness
 	// slots says whether due jobs wait for free slots (slotState).
 	slots slotState
+	// resultsStuck is true from the moment a write of the result applier
+	// fails for a reason other than its data (results.go, persist) until
+	// the applier has caught up with the results stream. The results it
+	// holds, and those queued behind them, may end leases that run out
+	// meanwhile, whose workers name them no more, so the reaper judges
+	// nobody until then.
+	resultsStuck atomic.Bool
 	// deposed is closed when a write found the epoch superseded: lead
 	// then stops every service at once.
 	deposed     chan struct{}
