@@ -315,9 +315,10 @@ func completed(c store.Claimed, result string) wire.Result {
 }
 
 // TestPoisonResultStopsNothing: a result PostgreSQL cannot store (a number
-// out of numeric's range) becomes a failed attempt that says why; one it
-// refuses for any other reason is applied alone; the good results of the
-// same batches complete.
+// out of numeric's range) becomes a failed attempt that says why; so does
+// one it refuses for a value it holds (a CHECK: job.ErrBadData), found by
+// applying the batch row by row; the good results of the same batches
+// complete.
 func TestPoisonResultStopsNothing(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
