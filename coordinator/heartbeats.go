@@ -120,8 +120,8 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 		}
 		if hb.Stopped {
 			// Its last results may still be on their way through the
-			// results stream: the reaper releases what it left leased a
-			// little later (stopGrace).
+			// results stream: the reaper releases what it left leased
+			// once they are applied, and a little later (stopGrace).
 			h.l.workers.Stopped(hb.WorkerID, rh.At)
 			h.log.InfoContext(ctx, "worker said it stopped", "worker_id", hb.WorkerID)
 			continue

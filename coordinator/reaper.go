@@ -22,6 +22,7 @@ type reaperStore interface {
 // reaperQueue is where it removes the deliveries of reclaimed leases.
 type reaperQueue interface {
 	RemoveDeliveries(ctx context.Context, workerID string, tokens []int64) (int, error)
+	ResultsUnappliedBy(ctx context.Context, at time.Time) (bool, error)
 	DropWorkerQueues(ctx context.Context, workerID string) error
 	PushDead(ctx context.Context, es []wire.DeadEntry) error
 }
@@ -85,8 +86,9 @@ func (r *reaper) run(ctx context.Context) {
 func (r *reaper) maxHeartbeatLag() time.Duration { return 2 * r.cfg.HeartbeatInterval }
 
 // stopGrace is how long after a worker's stopped heartbeat its leftover
-// leases are released: long enough for its last results, sent before that
-// heartbeat, to be applied first.
+// leases are released at the earliest: its last results, sent before that
+// heartbeat, are applied first in the common case, without a look at the
+// results stream (releaseStopped waits for them in any case).
 func (r *reaper) stopGrace() time.Duration { return 2 * r.cfg.HeartbeatInterval }
 
 // tick runs one round.
@@ -96,8 +98,8 @@ func (r *reaper) tick(ctx context.Context) {
 		r.metrics.reaperSkipped.Inc()
 		return // behind, or blind: cannot tell a dead worker from our own delay
 	}
-	for _, id := range r.l.workers.StoppedBefore(horizon.Add(-r.stopGrace())) {
-		r.releaseStopped(ctx, id)
+	for _, s := range r.l.workers.StoppedBefore(horizon.Add(-r.stopGrace())) {
+		r.releaseStopped(ctx, s)
 	}
 	for _, w := range r.l.workers.Expire(horizon) {
 		r.reclaimWorker(ctx, w)
@@ -149,7 +151,20 @@ func (r *reaper) reclaimWorker(ctx context.Context, w registry.Expired) {
 
 // releaseStopped hands back the leases a cleanly stopped worker still
 // holds (jobs delivered after it stopped reading its list) and forgets it.
-func (r *reaper) releaseStopped(ctx context.Context, id string) {
+// It waits (does nothing; the next tick tries again) while results that
+// reached Redis before the worker's stopped heartbeat are not applied: a
+// release first would hand back a job the worker has finished, run it
+// again and reject the finished attempt's result as stale.
+func (r *reaper) releaseStopped(ctx context.Context, s registry.Stop) {
+	id := s.ID
+	unapplied, err := r.queue.ResultsUnappliedBy(ctx, s.At)
+	if err != nil {
+		r.redisError(ctx, redisOpResultsRead, err)
+		return
+	}
+	if unapplied {
+		return
+	}
 	held := r.l.workers.Leases(id)
 	rs := make([]store.Release, len(held))
 	for i, x := range held {

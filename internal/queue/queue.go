@@ -755,6 +755,20 @@ func (q *Queue) AckResults(ctx context.Context, ids []string) error {
 	return nil
 }
 
+// ResultsUnappliedBy reports whether the results stream still holds an
+// entry that arrived in Redis at or before at (on Redis's clock, as
+// StreamIDTime reads a heartbeat's): one not yet applied, since the leader
+// deletes each entry once it has applied and acknowledged it. A worker
+// sends its results before its stopped heartbeat, so none of them is
+// unapplied once this says false for that heartbeat's time.
+func (q *Queue) ResultsUnappliedBy(ctx context.Context, at time.Time) (bool, error) {
+	msgs, err := q.rdb.XRangeN(ctx, q.keys.Results(), "-", strconv.FormatInt(at.UnixMilli(), 10), 1).Result()
+	if err != nil {
+		return false, fmt.Errorf("read results before %s: %w", at.Format(time.RFC3339Nano), err)
+	}
+	return len(msgs) > 0, nil
+}
+
 // ---- dead-letter list ----
 
 // PushDead prepends entries to the dead-letter list.

@@ -46,8 +46,9 @@ type Worker struct {
 	DrainRequested bool
 	Host, Version  string // what its heartbeats say
 	Gone           bool   // unavailable: missed heartbeats or said it stopped
-	// StoppedAt is when it said it stopped; zero otherwise, and zero again
-	// once its leftover leases were released.
+	// StoppedAt is when it said it stopped (on Redis's clock); zero
+	// otherwise. The worker is forgotten once its leftover leases are
+	// released.
 	StoppedAt time.Time
 	// Reported is how many jobs it said it runs in its last heartbeat.
 	// After it was unavailable and comes back, old attempts may still run
@@ -173,19 +174,25 @@ func (r *Registry) Stopped(id string, now time.Time) {
 	}
 }
 
-// StoppedBefore returns the workers that said they stopped before t and
-// forgets that they did (so each is returned once).
-func (r *Registry) StoppedBefore(t time.Time) []string {
+// Stop is a worker that said it stopped, and when.
+type Stop struct {
+	ID string
+	At time.Time
+}
+
+// StoppedBefore returns the workers that said they stopped before t, by
+// id. Each is returned again until it is forgotten (Forget: its leftover
+// leases were released) or heard from again.
+func (r *Registry) StoppedBefore(t time.Time) []Stop {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
+	var out []Stop
 	for _, w := range r.workers {
 		if !w.StoppedAt.IsZero() && w.StoppedAt.Before(t) {
-			w.StoppedAt = time.Time{}
-			out = append(out, w.ID)
+			out = append(out, Stop{ID: w.ID, At: w.StoppedAt})
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
