@@ -521,8 +521,29 @@ func removeStale(base, prefix string) {
 				}
 			}
 		}
+		// Backends left stopped by a Pair's Pause never see their
+		// postmaster die; they run in the data directory.
+		for _, pid := range runningIn(filepath.Join(dir, "data")) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		_ = os.RemoveAll(dir)
 	}
+}
+
+// runningIn lists the processes whose working directory is dir.
+func runningIn(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // childEnv is the environment for initdb and postgres: ours without the

@@ -33,7 +33,8 @@ import (
 
 // Store is a PostgreSQL connection pool with the scheduler's queries.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	guard *hangGuard
 }
 
 // Option changes how Open sets up the pool.
@@ -58,12 +59,21 @@ func PinIndexPlans() Option {
 }
 
 // Open connects to databaseURL, checks the connection, and applies the
-// migrations when migrate is true.
+// migrations when migrate is true. It bounds every wait on the network
+// (dial.go) and starts a guard that closes the connections of a server
+// that stops answering (hangGuard), which Close stops.
 func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	ns, err := parseNetSettings(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	guard := newHangGuard(ns.dialer().DialContext, ns.connectTimeout)
+	cfg.ConnConfig.ConnectTimeout = ns.connectTimeout
+	cfg.ConnConfig.DialFunc = guard.DialContext
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
@@ -86,21 +96,26 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool,
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	s := &Store{pool: pool, guard: guard}
+	guard.start()
 	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	if migrate {
 		if err := Migrate(ctx, pool); err != nil {
-			pool.Close()
+			s.Close()
 			return nil, err
 		}
 	}
-	return &Store{pool: pool}, nil
+	return s, nil
 }
 
-// Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the pool and stops its guard.
+func (s *Store) Close() {
+	s.pool.Close()
+	s.guard.stop()
+}
 
 // Ping checks that PostgreSQL answers.
 func (s *Store) Ping(ctx context.Context) error {
