@@ -34,7 +34,11 @@ type reaperQueue interface {
 // It judges nobody unless the heartbeat reader has caught up recently
 // (liveness): a leader that was paused, or whose reader is blocked in Redis
 // or PostgreSQL, would otherwise take its own delay for the workers'
-// silence. Silence is measured on the clock heartbeats are timed with (the
+// silence. Nor from a result write PostgreSQL did not take until the
+// result applier has caught up (leaderState.resultsStuck): a worker names a
+// job in its heartbeats only until it sends its result, so a lease that ran
+// out, or a worker that went silent, may have a result in the applier's
+// hands. Silence is measured on the clock heartbeats are timed with (the
 // horizon, Redis's), and a reclaim acts only on the (job, token, worker)
 // triples the registry recorded for that worker when it became unavailable.
 // Every reclaim is fenced by the epoch in its own transaction, which is how
@@ -97,6 +101,10 @@ func (r *reaper) tick(ctx context.Context) {
 	if !ok {
 		r.metrics.reaperSkipped.Inc()
 		return // behind, or blind: cannot tell a dead worker from our own delay
+	}
+	if r.l.resultsStuck.Load() {
+		r.metrics.reaperSkipped.Inc()
+		return // results held but not yet written may end any lease
 	}
 	for _, s := range r.l.workers.StoppedBefore(horizon.Add(-r.stopGrace())) {
 		r.releaseStopped(ctx, s)
