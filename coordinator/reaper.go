@@ -28,8 +28,9 @@ type reaperQueue interface {
 }
 
 // reaper reclaims the leases of workers gone silent (at once, without
-// backoff), releases what a cleanly stopped worker left leased, and
-// reclaims leases that ran out.
+// backoff), releases what a cleanly stopped worker left leased (once the
+// results it sent before it stopped are applied; its leases are not
+// reclaimed as run out meanwhile), and reclaims leases that ran out.
 //
 // It judges nobody unless the heartbeat reader has caught up recently
 // (liveness): a leader that was paused, or whose reader is blocked in Redis
@@ -106,8 +107,15 @@ func (r *reaper) tick(ctx context.Context) {
 		r.metrics.reaperSkipped.Inc()
 		return // results held but not yet written may end any lease
 	}
-	for _, s := range r.l.workers.StoppedBefore(horizon.Add(-r.stopGrace())) {
-		r.releaseStopped(ctx, s)
+	// A stopped worker's leftover leases are its release's, not lease
+	// expiry's: they are spared below until they are released. (A lease
+	// it did not extend may run out while its worker's last results wait
+	// in the stream; reclaimed, a completed job would run again.)
+	var stopped []string
+	for _, s := range r.l.workers.Stops() {
+		if !s.At.Before(horizon.Add(-r.stopGrace())) || !r.releaseStopped(ctx, s) {
+			stopped = append(stopped, s.ID)
+		}
 	}
 	for _, w := range r.l.workers.Expire(horizon) {
 		r.reclaimWorker(ctx, w)
@@ -119,7 +127,7 @@ func (r *reaper) tick(ctx context.Context) {
 	// A live worker whose reported leases have not been extended lately
 	// (the reader read nothing of it since a stall of ours) is spared: its
 	// leases may have run out only because we could not extend them.
-	spare := r.l.workers.Unextended(time.Now().Add(-r.maxHeartbeatLag()))
+	spare := append(r.l.workers.Unextended(time.Now().Add(-r.maxHeartbeatLag())), stopped...)
 	outs, err := r.store.JobReclaimExpired(ctx, r.l.epoch, spare, r.retry)
 	if err != nil {
 		r.storeError(ctx, storeOpReclaimExpired, err)
@@ -158,20 +166,21 @@ func (r *reaper) reclaimWorker(ctx context.Context, w registry.Expired) {
 }
 
 // releaseStopped hands back the leases a cleanly stopped worker still
-// holds (jobs delivered after it stopped reading its list) and forgets it.
-// It waits (does nothing; the next tick tries again) while results that
-// reached Redis before the worker's stopped heartbeat are not applied: a
-// release first would hand back a job the worker has finished, run it
-// again and reject the finished attempt's result as stale.
-func (r *reaper) releaseStopped(ctx context.Context, s registry.Stop) {
+// holds (jobs delivered after it stopped reading its list) and forgets it;
+// it reports whether it did. It waits (does nothing; the next tick tries
+// again) while results that reached Redis before the worker's stopped
+// heartbeat are not applied: a release first would hand back a job the
+// worker has finished, run it again and reject the finished attempt's
+// result as stale.
+func (r *reaper) releaseStopped(ctx context.Context, s registry.Stop) bool {
 	id := s.ID
 	unapplied, err := r.queue.ResultsUnappliedBy(ctx, s.At)
 	if err != nil {
 		r.redisError(ctx, redisOpResultsRead, err)
-		return
+		return false
 	}
 	if unapplied {
-		return
+		return false
 	}
 	held := r.l.workers.Leases(id)
 	rs := make([]store.Release, len(held))
@@ -181,7 +190,7 @@ func (r *reaper) releaseStopped(ctx context.Context, s registry.Stop) {
 	released, err := r.store.JobReleaseMany(ctx, r.l.epoch, rs)
 	if err != nil {
 		r.storeError(ctx, storeOpReleaseWorker, err)
-		return
+		return false
 	}
 	r.l.workers.Forget(id) // it left on purpose: not a worker down
 	if err := r.store.WorkerDelete(ctx, r.l.epoch, id); err != nil {
@@ -193,6 +202,7 @@ func (r *reaper) releaseStopped(ctx context.Context, s registry.Stop) {
 	r.metrics.reclaimed.WithLabelValues("worker_stopped").Add(float64(len(released)))
 	r.log.InfoContext(ctx, "worker stopped; released the jobs it left leased", "worker_id", id, "released", len(released), "job_ids", released)
 	r.l.wake()
+	return true
 }
 
 func (r *reaper) afterReclaim(ctx context.Context, outs []store.FailOutcome, reason string) {

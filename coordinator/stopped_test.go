@@ -12,10 +12,11 @@ import (
 // TestStoppedWorkersResultsWinOverTheRelease: a worker completes a job,
 // sends its result, then its stopped heartbeat, while the result applier
 // lags (here: not running yet, as behind a backlog or a paused leader). The
-// reaper does not release the job's lease before the results the worker
-// sent before it stopped are applied, however long past the stop grace:
-// the job completes once, in its first attempt, and is not run again. Once
-// they are applied, the reaper releases what the worker left and forgets it.
+// reaper neither releases the job's lease nor reclaims it when it runs out
+// before the results the worker sent before it stopped are applied,
+// however long past the stop grace and the lease's end: the job completes
+// once, in its first attempt, and is not run again. Once they are applied,
+// the reaper releases what the worker left and forgets it.
 func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -41,6 +42,13 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 		return !stoppedAt.IsZero()
 	})
 	rp := r.reaper()
+	waitFor(t, "the leases run out", func() bool {
+		var n int
+		if err := r.db.QueryRow(r.ctx, `SELECT count(*) FROM jobs WHERE lease_expires_at < now()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == len(cs)
+	})
 	waitFor(t, "a horizon past the stop grace", func() bool {
 		h, ok := r.b.l.live.fresh(time.Now(), rp.maxHeartbeatLag())
 		return ok && h.After(stoppedAt.Add(rp.stopGrace()))
@@ -48,7 +56,7 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 	rp.tick(r.ctx)
 	rp.tick(r.ctx)
 	if st := r.states(cs); st[cs[0].ID] != "leased" || st[cs[1].ID] != "leased" {
-		t.Fatalf("past the stop grace with the worker's result unapplied: %v; want both still leased", st)
+		t.Fatalf("past the stop grace and the leases' end, with the worker's result unapplied: %v; want both still leased", st)
 	}
 
 	r.start(r.results())

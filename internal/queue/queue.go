@@ -755,16 +755,46 @@ func (q *Queue) AckResults(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// ResultsUnappliedBy reports whether the results stream still holds an
-// entry that arrived in Redis at or before at (on Redis's clock, as
-// StreamIDTime reads a heartbeat's): one not yet applied, since the leader
-// deletes each entry once it has applied and acknowledged it. A worker
+// ResultsUnappliedBy reports whether the results stream holds an entry
+// that arrived in Redis at or before at (on Redis's clock, as StreamIDTime
+// reads a heartbeat's) and that the leader has not applied: one its
+// consumer group has not delivered yet, or delivered but not acknowledged
+// (the leader acknowledges an entry once it has applied it). A worker
 // sends its results before its stopped heartbeat, so none of them is
 // unapplied once this says false for that heartbeat's time.
 func (q *Queue) ResultsUnappliedBy(ctx context.Context, at time.Time) (bool, error) {
-	msgs, err := q.rdb.XRangeN(ctx, q.keys.Results(), "-", strconv.FormatInt(at.UnixMilli(), 10), 1).Result()
+	key, end := q.keys.Results(), strconv.FormatInt(at.UnixMilli(), 10)
+	// In this order: an entry delivered after the group's position was
+	// read is found by the range, and one delivered before by XPENDING
+	// unless it was acknowledged meanwhile.
+	groups, err := q.rdb.XInfoGroups(ctx, key).Result()
+	if err != nil && strings.Contains(err.Error(), "no such key") {
+		return false, nil // no stream: no result waits
+	}
 	if err != nil {
-		return false, fmt.Errorf("read results before %s: %w", at.Format(time.RFC3339Nano), err)
+		return false, fmt.Errorf("read the results group: %w", err)
+	}
+	var group *redis.XInfoGroup
+	for i := range groups {
+		if groups[i].Name == ResultsGroup {
+			group = &groups[i]
+		}
+	}
+	start := "-" // no group yet: it will read the stream from its start
+	if group != nil {
+		start = "(" + group.LastDeliveredID
+		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: ResultsGroup,
+			Start: "-", End: end, Count: 1}).Result()
+		if err != nil {
+			return false, fmt.Errorf("read pending results: %w", err)
+		}
+		if len(pending) > 0 {
+			return true, nil
+		}
+	}
+	msgs, err := q.rdb.XRangeN(ctx, key, start, end, 1).Result()
+	if err != nil {
+		return false, fmt.Errorf("read undelivered results: %w", err)
 	}
 	return len(msgs) > 0, nil
 }

@@ -1012,3 +1012,58 @@ func TestResultsCodecBackToJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestResultsUnappliedBy: a result that arrived by the given time is
+// unapplied until the leader has acknowledged it, whether the results
+// group has not delivered it yet or delivered it without an ack; one
+// acknowledged but not deleted (an ack whose XDEL was lost) is applied;
+// one that arrived later does not count.
+func TestResultsUnappliedBy(t *testing.T) {
+	t.Parallel()
+	e, worker := newResultsEnv(t)
+	ctx := t.Context()
+	unapplied := func(at time.Time) bool {
+		t.Helper()
+		u, err := e.q.ResultsUnappliedBy(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	if noStream := newEnv(t); func() bool {
+		u, err := noStream.q.ResultsUnappliedBy(ctx, time.Now())
+		return u || err != nil
+	}() {
+		t.Error("no results stream: unapplied results, or an error")
+	}
+	if err := worker.q.SendResults(ctx, []wire.Result{result(1, wire.OutcomeCompleted)}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := e.rdb.XRange(ctx, e.keys.Results(), "-", "+").Result()
+	if err != nil || len(raw) != 1 {
+		t.Fatalf("results stream: %v, %v", raw, err)
+	}
+	at := queue.StreamIDTime(raw[0].ID)
+	if unapplied(at.Add(-time.Millisecond)) {
+		t.Error("a result that arrived later counts")
+	}
+	if !unapplied(at) {
+		t.Error("a result not delivered yet does not count")
+	}
+	got, _ := e.read(t, false)
+	if len(got) != 1 || !unapplied(at) {
+		t.Errorf("read %d results; a result delivered but not acknowledged does not count", len(got))
+	}
+	if err := e.rdb.XAck(ctx, e.keys.Results(), queue.ResultsGroup, raw[0].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if unapplied(at.Add(time.Hour)) {
+		t.Error("a result acknowledged (its entry left in the stream) counts")
+	}
+	if err := e.rdb.XGroupDestroy(ctx, e.keys.Results(), queue.ResultsGroup).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !unapplied(at) {
+		t.Error("with no results group, a result in the stream does not count")
+	}
+}

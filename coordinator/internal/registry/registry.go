@@ -180,15 +180,15 @@ type Stop struct {
 	At time.Time
 }
 
-// StoppedBefore returns the workers that said they stopped before t, by
-// id. Each is returned again until it is forgotten (Forget: its leftover
-// leases were released) or heard from again.
-func (r *Registry) StoppedBefore(t time.Time) []Stop {
+// Stops returns the workers that said they stopped, by id. Each is
+// returned again until it is forgotten (Forget: its leftover leases were
+// released) or heard from again.
+func (r *Registry) Stops() []Stop {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Stop
 	for _, w := range r.workers {
-		if !w.StoppedAt.IsZero() && w.StoppedAt.Before(t) {
+		if !w.StoppedAt.IsZero() {
 			out = append(out, Stop{ID: w.ID, At: w.StoppedAt})
 		}
 	}

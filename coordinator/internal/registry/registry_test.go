@@ -196,34 +196,33 @@ func TestReportedInFlightLimitsSlots(t *testing.T) {
 	}
 }
 
-// TestStoppedBeforeUntilForgotten: a stopped worker is returned, with
-// when it stopped, until it is forgotten (its leases were released; the
-// reaper may have to wait for its results first) or heard from again.
-func TestStoppedBeforeUntilForgotten(t *testing.T) {
+// TestStopsUntilForgotten: a stopped worker is returned, with when it
+// stopped, until it is forgotten (its leases were released; the reaper may
+// have to wait for its results first) or heard from again.
+func TestStopsUntilForgotten(t *testing.T) {
 	t.Parallel()
 	r := New(time.Second)
 	r.Heartbeat(hb("a", 1), t0)
 	r.Heartbeat(hb("b", 1), t0)
 	r.Heartbeat(hb("c", 1), t0)
+	if got := r.Stops(); len(got) != 0 {
+		t.Fatalf("Stops = %v, want none yet", got)
+	}
+	r.Stopped("c", t0.Add(time.Second))
 	r.Stopped("a", t0)
-	r.Stopped("c", t0)
-	if got := r.StoppedBefore(t0); len(got) != 0 {
-		t.Fatalf("StoppedBefore(t0) = %v, want none yet", got)
-	}
-	want := []Stop{{ID: "a", At: t0}, {ID: "c", At: t0}}
-	if got := r.StoppedBefore(t0.Add(time.Second)); !reflect.DeepEqual(got, want) {
-		t.Fatalf("StoppedBefore = %v, want %v", got, want)
-	}
-	if got := r.StoppedBefore(t0.Add(time.Hour)); !reflect.DeepEqual(got, want) {
-		t.Fatalf("StoppedBefore again = %v, want %v (neither forgotten yet)", got, want)
+	want := []Stop{{ID: "a", At: t0}, {ID: "c", At: t0.Add(time.Second)}}
+	for range 2 {
+		if got := r.Stops(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Stops = %v, want %v (neither forgotten yet)", got, want)
+		}
 	}
 	if s := r.Slots(5); !reflect.DeepEqual(s, []SlotGroup{{Slots: []string{"b"}}}) {
 		t.Fatalf("Slots = %+v, want only b", s)
 	}
 	r.Forget("a")
-	r.Heartbeat(hb("c", 1), t0.Add(time.Second)) // c came back
-	if got := r.StoppedBefore(t0.Add(time.Hour)); len(got) != 0 {
-		t.Fatalf("StoppedBefore after a was forgotten and c came back = %v, want none", got)
+	r.Heartbeat(hb("c", 1), t0.Add(2*time.Second)) // c came back
+	if got := r.Stops(); len(got) != 0 {
+		t.Fatalf("Stops after a was forgotten and c came back = %v, want none", got)
 	}
 }
 
