@@ -783,8 +783,10 @@ func (q *Queue) ResultsUnappliedBy(ctx context.Context, at time.Time) (bool, err
 	start := "-" // no group yet: it will read the stream from its start
 	if group != nil {
 		start = "(" + group.LastDeliveredID
+		// The leader's pending entries only: no reader applies another
+		// consumer's.
 		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: ResultsGroup,
-			Start: "-", End: end, Count: 1}).Result()
+			Start: "-", End: end, Count: 1, Consumer: ResultsConsumer}).Result()
 		if err != nil {
 			return false, fmt.Errorf("read pending results: %w", err)
 		}
