@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,22 +20,26 @@ import (
 // statement sent on one waits for an answer that never comes. No TCP timer
 // fires for a hung process whose kernel still acknowledges what it is
 // sent, and pgx frees the statement only when its context ends, while the
-// coordinator's loops run on contexts that end only at shutdown. So every
-// probeInterval the guard asks each server that holds connections of the
-// pool whether it is alive, with an SSLRequest, which the server answers
-// with one byte before any authentication (and without a log line). Once
-// a server has answered nothing for timeout (connect_timeout), the guard
+// coordinator's loops run on contexts that end only at shutdown. So while
+// a connection has waited more than probeAfter for an answer, the guard
+// asks its server whether it is alive, once per probeInterval: an
+// SSLRequest, which the server answers with one byte before any
+// authentication. A probe that gets no answer within timeout
+// (connect_timeout), or cannot connect, judges the server hung: the guard
 // closes all its connections, so their statements fail as
 // ErrStoreUnavailable and their callers retry on new connections, and it
-// fails new connections to it at once, so that pgx goes on to the next host
-// of a multi-host DATABASE_URL, until the server answers again.
+// fails new connections to it at once, so that pgx goes on to the next
+// host of a multi-host DATABASE_URL, until a probe is answered again.
 //
 // What must stay true: only a server that answers nothing is judged hung;
-// any answer, even a refusal of TLS, counts as alive, so a slow statement
-// on a live server is never cut short.
+// any answer counts as alive, so a slow statement on a live server is never
+// cut short. A probe leaves no line in the server's log: after 'N' it
+// closes, which PostgreSQL does not log; after 'S' it completes the TLS
+// handshake and closes with close_notify, which it does not log either.
 type hangGuard struct {
 	dial          func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout       time.Duration
+	probeAfter    time.Duration
 	probeInterval time.Duration
 
 	mu    sync.Mutex
@@ -46,7 +52,6 @@ type hangGuard struct {
 type hostState struct {
 	network, addr string
 	conns         map[*guardedConn]struct{}
-	lastAnswer    time.Time
 	probing       bool
 	hung          bool
 }
@@ -55,7 +60,8 @@ type hostState struct {
 var errServerHung = errors.New("server answers nothing: judged hung")
 
 func newHangGuard(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) *hangGuard {
-	return &hangGuard{dial: dial, timeout: timeout, probeInterval: min(time.Second, timeout/2), hosts: map[string]*hostState{}}
+	return &hangGuard{dial: dial, timeout: timeout, probeAfter: time.Second, probeInterval: 250 * time.Millisecond,
+		hosts: map[string]*hostState{}}
 }
 
 // start runs the guard until stop.
@@ -104,7 +110,7 @@ func (g *hangGuard) DialContext(ctx context.Context, network, addr string) (net.
 	g.mu.Lock()
 	h := g.hosts[key]
 	if h == nil {
-		h = &hostState{network: network, addr: addr, conns: map[*guardedConn]struct{}{}, lastAnswer: time.Now()}
+		h = &hostState{network: network, addr: addr, conns: map[*guardedConn]struct{}{}}
 		g.hosts[key] = h
 	}
 	h.conns[gc] = struct{}{}
@@ -112,9 +118,11 @@ func (g *hangGuard) DialContext(ctx context.Context, network, addr string) (net.
 	return gc, nil
 }
 
-// check starts a probe of every server with connections (or judged hung)
-// that has none running.
+// check starts a probe of every server judged hung, or with a connection
+// that has waited more than probeAfter for an answer, that has none
+// running.
 func (g *hangGuard) check(ctx context.Context) {
+	since := time.Now().Add(-g.probeAfter).UnixNano()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for key, h := range g.hosts {
@@ -122,7 +130,17 @@ func (g *hangGuard) check(ctx context.Context) {
 			delete(g.hosts, key)
 			continue
 		}
-		if !h.probing {
+		if h.probing {
+			continue
+		}
+		suspect := h.hung
+		for c := range h.conns {
+			if w := c.waitingSince.Load(); w != 0 && w < since {
+				suspect = true
+				break
+			}
+		}
+		if suspect {
 			h.probing = true
 			g.wg.Add(1)
 			go g.probe(ctx, h)
@@ -130,37 +148,18 @@ func (g *hangGuard) check(ctx context.Context) {
 	}
 }
 
-// probe sends an SSLRequest to h's server. An answer within timeout clears
-// it; a probe that fails (times out, or cannot connect) when the server has
-// answered nothing for timeout judges it hung and closes its connections.
+// probe asks h's server whether it is alive. An answer clears it; no
+// answer judges it hung and closes its connections.
 func (g *hangGuard) probe(ctx context.Context, h *hostState) {
 	defer g.wg.Done()
-	ok := func() bool {
-		ctx, cancel := context.WithTimeout(ctx, g.timeout)
-		defer cancel()
-		c, err := g.dial(ctx, h.network, h.addr)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		deadline, _ := ctx.Deadline()
-		_ = c.SetDeadline(deadline)
-		// SSLRequest: length 8, code 1234.5679.
-		if _, err := c.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
-			return false
-		}
-		var b [1]byte
-		_, err = io.ReadFull(c, b[:])
-		return err == nil
-	}()
+	ok := g.answers(ctx, h.network, h.addr)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h.probing = false
 	switch {
 	case ok:
-		h.lastAnswer = time.Now()
 		h.hung = false
-	case ctx.Err() == nil && !h.hung && time.Since(h.lastAnswer) >= g.timeout:
+	case ctx.Err() == nil && !h.hung:
 		h.hung = true
 		for c := range h.conns {
 			_ = c.Conn.Close()
@@ -168,12 +167,60 @@ func (g *hangGuard) probe(ctx context.Context, h *hostState) {
 	}
 }
 
-// guardedConn is a pool connection the guard can close.
+// answers sends an SSLRequest and reports whether the server answered
+// within timeout.
+func (g *hangGuard) answers(ctx context.Context, network, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := g.dial(ctx, network, addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	deadline, _ := ctx.Deadline()
+	_ = c.SetDeadline(deadline)
+	// SSLRequest: length 8, code 1234.5679.
+	if _, err := c.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+		return false
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return false
+	}
+	if b[0] == 'S' {
+		// Only liveness is asked: nothing is sent over this session.
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+		if err := tc.HandshakeContext(ctx); err == nil {
+			_ = tc.Close()
+		}
+	}
+	return true
+}
+
+// guardedConn is a pool connection the guard can close. waitingSince is
+// when it began to wait for an answer (its first write since it last read
+// anything), in Unix nanoseconds, or 0.
 type guardedConn struct {
 	net.Conn
-	g    *hangGuard
-	key  string
-	once sync.Once
+	g            *hangGuard
+	key          string
+	once         sync.Once
+	waitingSince atomic.Int64
+}
+
+func (c *guardedConn) Write(b []byte) (int, error) {
+	if c.waitingSince.Load() == 0 {
+		c.waitingSince.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *guardedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.waitingSince.Store(0)
+	}
+	return n, err
 }
 
 func (c *guardedConn) Close() error {
