@@ -68,7 +68,7 @@ func TestDispatchCoolsDownOnlyWhileSlotsAreFree(t *testing.T) {
 	// The first round found nothing; the next (the poll timer's) waits.
 	release := nextCooldown()
 	r.insertIn("default", 0, 3)
-	if err := r.queue.Wake(r.ctx, false); err != nil {
+	if err := r.queue.Wake(r.ctx, wire.Wake{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.count(`SELECT count(*) FROM jobs WHERE status = 'pending'`); n != 3 {

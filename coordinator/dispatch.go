@@ -28,7 +28,7 @@ type dispatchStore interface {
 // dispatchQueue delivers jobs and carries the submitters' wake-ups.
 type dispatchQueue interface {
 	Deliver(ctx context.Context, byWorker map[string]queue.Outbox) error
-	SubscribeWake(ctx context.Context) (<-chan bool, func())
+	SubscribeWake(ctx context.Context) (<-chan wire.Wake, func())
 }
 
 // dispatcher leases due jobs to free slots whenever something may have
@@ -75,7 +75,33 @@ type dispatcher struct {
 	// waits out the rest of it (retry.Sleep when nil; tests replace it).
 	cooldown time.Duration
 	wait     func(ctx context.Context, d time.Duration)
+	// idle holds the groups (by groupKey) whose last claim found no due
+	// job, and allAt is when the last round claimed for every group
+	// (roundScope).
+	idle  map[string]bool
+	allAt time.Time
 }
+
+// roundScope says which groups a round claims for: every group whose last
+// claim found jobs, and the idle ones (whose last claim found none) only
+// if all is set or the round's wake-up names a job name they handle. A
+// claim statement per group per round would cost a fleet of many groups
+// (workers with different job names or queues) a statement per group at
+// every submission; an idle group's due jobs come from submissions (whose
+// wake-up names them), or come due by time (retries, scheduled jobs:
+// every round that starts a poll interval after the last full one claims
+// for every group), or are made due by an operator (whose wake-up says
+// any name).
+type roundScope struct {
+	all  bool
+	wake wire.Wake // the names of a wake-up; Names nil: any name
+}
+
+// scopeAll claims for every group.
+var scopeAll = roundScope{all: true}
+
+// scopeBusy claims for the groups whose last claim found jobs.
+var scopeBusy = roundScope{wake: wire.Wake{Names: []string{}}}
 
 // While jobs come in a trickle every submit's wake-up would start a round
 // of its own: a claim statement and its commit, a delivery and a worker's
@@ -104,25 +130,30 @@ func (d *dispatcher) run(ctx context.Context) {
 	t := time.NewTicker(d.cfg.PollInterval)
 	defer t.Stop()
 	var last time.Time // when the last round started
+	scope := scopeAll
 	for ctx.Err() == nil {
 		d.coolDown(ctx, last)
 		last = time.Now()
-		more, err := d.round(ctx)
+		more, err := d.round(ctx, scope)
 		if err != nil {
 			_ = retry.Sleep(ctx, 100*time.Millisecond)
+			scope = scopeAll
 			continue
 		}
+		scope = scopeBusy
 		if more {
 			continue
 		}
 		select {
 		case <-ctx.Done():
-		case limited := <-wake:
+		case w := <-wake:
 			// Jobs with a limit_key were submitted: claim them now, not
 			// after the next reload of the flag (loadLimited).
-			d.limited = d.limited || limited
+			d.limited = d.limited || w.Limited
+			scope = roundScope{wake: w}
 		case <-d.l.kick:
 		case <-t.C:
+			scope = scopeAll
 		}
 	}
 }
@@ -144,25 +175,50 @@ func (d *dispatcher) coolDown(ctx context.Context, last time.Time) {
 	_ = retry.Sleep(ctx, w)
 }
 
-// round runs one dispatch round. It reports whether some group filled every
-// slot it offered (so more due jobs may be waiting), and the first error.
-func (d *dispatcher) round(ctx context.Context) (more bool, err error) {
+// round runs one dispatch round for the groups of scope. It reports
+// whether some group filled every slot it offered (so more due jobs may be
+// waiting), and the first error.
+func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, err error) {
 	if d.claimSize == 0 {
 		d.claimSize = min(minClaimSize, d.cfg.ClaimBatch)
 	}
 	d.loadQueues(ctx)
 	d.loadLimited(ctx)
+	// Limited jobs become claimable when another of their key finishes,
+	// which no wake-up names; and after a poll interval every group's
+	// retries and scheduled jobs may have come due.
+	if d.limited || time.Since(d.allAt) >= d.cfg.PollInterval {
+		scope = scopeAll
+	}
+	if scope.all {
+		d.allAt = time.Now()
+	}
 	groups := d.l.workers.Slots(d.claimSize)
+	if d.idle == nil || len(d.idle) > maxSplitters {
+		d.idle = map[string]bool{} // bounded as the splitters are
+	}
 	offered, total := 0, 0
-	for _, g := range groups {
+	for i, g := range groups {
+		if !scope.all && d.idle[groupKey(g)] && !scope.wake.Handles(g.Types) {
+			groups[i].Slots = nil
+			continue
+		}
 		offered += len(g.Slots)
 	}
 	for _, g := range groups {
+		if len(g.Slots) == 0 {
+			continue
+		}
 		n, filled, gerr := d.dispatchGroup(ctx, g)
 		total += n
 		more = more || filled
 		if gerr != nil && err == nil {
 			err = gerr
+		}
+		if gerr == nil && n == 0 {
+			d.idle[groupKey(g)] = true
+		} else {
+			delete(d.idle, groupKey(g))
 		}
 		select {
 		case <-d.l.deposed:

@@ -69,7 +69,7 @@ func TestDispatchLimitedClaimOnlyWhileLimitedJobsWait(t *testing.T) {
 	round := func() {
 		t.Helper()
 		d.limitedAt = time.Time{} // reload now, not after the poll interval
-		if _, err := d.round(r.ctx); err != nil {
+		if _, err := d.round(r.ctx, scopeAll); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestDispatchLimitedWakeClaimsLimitedJobsAtOnce(t *testing.T) {
 	wakeUntil := func(what string, limited bool, cond func() bool) {
 		t.Helper()
 		waitFor(t, what, func() bool {
-			if err := r.queue.Wake(r.ctx, limited); err != nil {
+			if err := r.queue.Wake(r.ctx, wire.Wake{Limited: limited}); err != nil {
 				t.Fatal(err)
 			}
 			return cond()

@@ -487,8 +487,8 @@ func TestWakeOnSubmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := sub.Channel()
-	// expectWake reads the next wake-up: "1" plain, "l" when jobs with a
-	// limit_key were made due (queue.Wake).
+	// expectWake reads the next wake-up: "n" and the jobs' names, "l" when
+	// jobs with a limit_key were made due (wire.Wake).
 	expectWake := func(what, want string) {
 		t.Helper()
 		select {
@@ -501,19 +501,19 @@ func TestWakeOnSubmit(t *testing.T) {
 		}
 	}
 	e.submit(`{"name":"a"}`)
-	expectWake("submit", "1")
+	expectWake("submit", "na")
 	status, body := e.do("POST", "/submit_jobs", `[{"name":"a"},{"name":"b"}]`)
 	e.must(201, nil, status, body)
-	expectWake("batch", "1")
+	expectWake("batch", "na\nb")
 
 	// A repeated idempotency key creates nothing and wakes nobody; a
 	// submission after it does (and is the next message).
 	e.submit(`{"name":"a","idempotency_key":"k"}`)
-	expectWake("keyed submit", "1")
+	expectWake("keyed submit", "na")
 	status, body = e.do("POST", "/submit_job", `{"name":"a","idempotency_key":"k"}`)
 	e.must(200, nil, status, body)
 	e.submit(`{"name":"marker"}`)
-	expectWake("marker", "1")
+	expectWake("marker", "nmarker")
 	select {
 	case <-ch:
 		t.Error("a repeated idempotency key woke the coordinator")
@@ -534,7 +534,16 @@ func TestWakeOnSubmit(t *testing.T) {
 	e.must(201, nil, status, body)
 	expectWake("a batch with a limited job", "l")
 	e.submit(`{"name":"a"}`)
-	expectWake("a plain submit after them", "1")
+	expectWake("a plain submit after them", "na")
+
+	// A batch of more names than a wake-up carries says any name.
+	var batch []string
+	for i := range wire.MaxWakeNames + 1 {
+		batch = append(batch, fmt.Sprintf(`{"name":"n%02d"}`, i))
+	}
+	status, body = e.do("POST", "/submit_jobs", "["+strings.Join(batch, ",")+"]")
+	e.must(201, nil, status, body)
+	expectWake("a batch of many names", "1")
 }
 
 // TestRedisDown: with Redis gone, /readyz says so and submissions still

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,13 +222,19 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	}
 	out := make([]wire.SubmitResponse, len(res))
 	var existing []int64
-	created, limited := 0, false
+	created, limited, names := 0, false, []string{}
 	debug := s.logger.Enabled(ctx, slog.LevelDebug)
 	for i, r := range res {
 		out[i] = wire.SubmitResponse{JobID: formatID(r.ID), Status: string(cmp.Or(r.State, job.StatePending))}
 		if r.Created {
 			created++
 			limited = limited || r.Limited
+			if names != nil && !slices.Contains(names, params[i].Name) {
+				names = append(names, params[i].Name)
+				if len(names) > wire.MaxWakeNames {
+					names = nil // any name
+				}
+			}
 		} else {
 			existing = append(existing, r.ID)
 		}
@@ -239,7 +246,8 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	s.backlog.accepted(dueNow(params, res), mark)
 	s.metrics.deduplicated.Add(float64(len(existing)))
 	if created > 0 {
-		s.wakeSubmitted(limited)
+		slices.Sort(names)
+		s.wakeSubmitted(wire.Wake{Limited: limited, Names: names})
 	}
 	if len(existing) == 0 {
 		return out, created, nil

@@ -49,6 +49,7 @@ import (
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter/ui"
 )
 
@@ -76,8 +77,11 @@ type Server struct {
 	stopping  atomic.Bool // set once Run's context is canceled: /readyz fails
 	closeOnce sync.Once
 
-	wakeCh    chan struct{}      // capacity 1: a wake-up is pending
-	wakeLim   atomic.Bool        // the pending wake-up is limited (queue.Wake)
+	wakeCh chan struct{} // capacity 1: a wake-up is pending
+	wakeMu sync.Mutex
+	// wakeNext is what the pending wake-up says (wire.Wake, merged over
+	// the requests since the last one); nil once published.
+	wakeNext  *wire.Wake
 	stopWaker context.CancelFunc // ends the waker goroutine
 	wakerDone chan struct{}      // closed when it has ended
 }
@@ -242,17 +246,21 @@ const (
 // that was not needed costs only the leader's limited claim, finding
 // nothing, in its rounds until it next checks for limited jobs (a poll
 // interval). Submissions say what they know (wakeSubmitted).
-func (s *Server) wake() { s.wakeSubmitted(true) }
+func (s *Server) wake() { s.wakeSubmitted(wire.Wake{Limited: true}) }
 
-// wakeSubmitted is wake for submitted jobs; limited says some of them were
-// created with a limit_key (store.JobInsertResult.Limited).
-func (s *Server) wakeSubmitted(limited bool) {
+// wakeSubmitted is wake for submitted jobs; w says what the submission
+// knows of them: whether some were created with a limit_key
+// (store.JobInsertResult.Limited) and their names.
+func (s *Server) wakeSubmitted(w wire.Wake) {
 	if s.console != nil {
 		s.console.Changed()
 	}
-	if limited {
-		s.wakeLim.Store(true) // before the signal: the PUBLISH that takes it reads it
+	s.wakeMu.Lock() // before the signal: the PUBLISH that takes it reads it
+	if s.wakeNext != nil {
+		w = s.wakeNext.Merge(w)
 	}
+	s.wakeNext = &w
+	s.wakeMu.Unlock()
 	select {
 	case s.wakeCh <- struct{}{}:
 	default: // one is pending already and will start after our commit
@@ -280,9 +288,16 @@ func (s *Server) runWaker(ctx context.Context) {
 }
 
 func (s *Server) publishWake(ctx context.Context) {
+	s.wakeMu.Lock()
+	w := s.wakeNext
+	s.wakeNext = nil
+	s.wakeMu.Unlock()
+	if w == nil {
+		return // an earlier PUBLISH took this request's wake-up
+	}
 	pctx, cancel := context.WithTimeout(ctx, bestEffortTimeout)
 	defer cancel()
-	if err := s.queue.Wake(pctx, s.wakeLim.Swap(false)); err != nil && ctx.Err() == nil {
+	if err := s.queue.Wake(pctx, *w); err != nil && ctx.Err() == nil {
 		s.metrics.wakeErrors.Inc()
 		s.metrics.countRedisError(redisOpWake)
 		s.logger.DebugContext(ctx, "wake coordinator", "error", err)

@@ -327,18 +327,15 @@ func DecodeDelivery(b []byte) (wire.Delivery, error) {
 
 // ---- wake-ups ----
 
-// Wake tells the coordinator new jobs are due. Best effort. limited says
+// Wake tells the coordinator new jobs are due. Best effort. w.Limited says
 // some of them may have a limit_key: the leader's dispatcher runs its
 // limited claim only while it knows such jobs wait, and would otherwise
-// learn of them at its next reload (a poll interval later). The message
-// is "l" then, "1" otherwise; a subscriber takes any message other than
-// "1" as limited.
-func (q *Queue) Wake(ctx context.Context, limited bool) error {
-	msg := "1"
-	if limited {
-		msg = "l"
-	}
-	return q.rdb.Publish(ctx, q.keys.Wakeup(), msg).Err()
+// learn of them at its next reload (a poll interval later). w.Names, when
+// not nil, are the names of the jobs: the dispatcher then claims for the
+// worker groups that handle them and for those whose last claim found
+// jobs, not for every group (wire.Wake has the payload).
+func (q *Queue) Wake(ctx context.Context, w wire.Wake) error {
+	return q.rdb.Publish(ctx, q.keys.Wakeup(), wire.FormatWake(w)).Err()
 }
 
 // wakeCheck is how long the wake-up subscription may stay silent before
@@ -346,9 +343,9 @@ func (q *Queue) Wake(ctx context.Context, limited bool) error {
 // and replaced (the next receive reconnects and subscribes again).
 const wakeCheck = 3 * time.Second
 
-// SubscribeWake returns a channel that receives a value per wake-up, true
-// when it was limited (Wake), and a function to stop listening. Wake-ups
-// that come while one is pending are merged into it (limited if any was).
+// SubscribeWake returns a channel that receives a value per wake-up and a
+// function to stop listening. Wake-ups that come while one is pending are
+// merged into it (wire.Wake.Merge).
 //
 // One goroutine reads the subscription and signals the channel. go-redis's
 // Channel would add two more per message (one forwards it, one resets the
@@ -356,9 +353,9 @@ const wakeCheck = 3 * time.Second
 // single submits a second they cost 4 % of the coordinator's CPU
 // (docs/benchmarks.md). The health check is kept: a silent wakeCheck
 // sends a PING.
-func (q *Queue) SubscribeWake(ctx context.Context) (<-chan bool, func()) {
+func (q *Queue) SubscribeWake(ctx context.Context) (<-chan wire.Wake, func()) {
 	sub := q.rdb.Subscribe(ctx, q.keys.Wakeup())
-	out := make(chan bool, 1)
+	out := make(chan wire.Wake, 1)
 	closed := make(chan struct{})
 	go func() {
 		for {
@@ -380,7 +377,7 @@ func (q *Queue) SubscribeWake(ctx context.Context) (<-chan bool, func()) {
 				continue
 			}
 			if m, ok := msg.(*redis.Message); ok {
-				mergeWake(out, m.Payload != "1")
+				mergeWake(out, wire.ParseWake(m.Payload))
 			}
 		}
 	}()
@@ -395,17 +392,17 @@ func (q *Queue) SubscribeWake(ctx context.Context) (<-chan bool, func()) {
 
 // mergeWake puts a wake-up on out (capacity 1, one sender: the caller),
 // merged with the one pending there if any: one pending wake-up is as
-// good as many, limited if any of them was.
-func mergeWake(out chan bool, limited bool) {
+// good as many (wire.Wake.Merge).
+func mergeWake(out chan wire.Wake, w wire.Wake) {
 	for {
 		select {
-		case out <- limited:
+		case out <- w:
 			return
 		default:
 		}
 		select {
 		case pending := <-out:
-			limited = limited || pending
+			w = w.Merge(pending)
 		default: // the receiver took it meanwhile: send again
 		}
 	}

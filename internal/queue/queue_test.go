@@ -585,7 +585,7 @@ func TestWake(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.q.Wake(ctx, false); err != nil {
+	if err := e.q.Wake(ctx, wire.Wake{}); err != nil {
 		t.Fatalf("wake with nobody listening: %v", err)
 	}
 	ch, stop := e.q.SubscribeWake(ctx)
@@ -601,12 +601,12 @@ func TestWake(t *testing.T) {
 	awaitWake := func(what string, limited bool) bool {
 		t.Helper()
 		for {
-			if err := e.q.Wake(ctx, limited); err != nil {
+			if err := e.q.Wake(ctx, wire.Wake{Limited: limited}); err != nil {
 				t.Fatalf("wake: %v", err)
 			}
 			select {
-			case l := <-ch:
-				return l
+			case w := <-ch:
+				return w.Limited
 			case <-tick.C:
 			case <-deadline:
 				t.Fatalf("no wake-up received %s", what)

@@ -1,27 +1,34 @@
 package queue
 
-import "testing"
+import (
+	"reflect"
+	"testing"
 
-// TestMergeWake: a wake-up put where one is pending merges into it, and is
-// limited if either was.
+	"github.com/dtsched/dts/internal/wire"
+)
+
+// TestMergeWake: a wake-up put where one is pending merges into it.
 func TestMergeWake(t *testing.T) {
+	named := func(n ...string) wire.Wake { return wire.Wake{Names: n} }
 	for _, c := range []struct {
-		pending, put, want bool
+		pending, put, want wire.Wake
 		empty              bool
 	}{
-		{empty: true, put: false, want: false},
-		{empty: true, put: true, want: true},
-		{pending: false, put: false, want: false},
-		{pending: false, put: true, want: true},
-		{pending: true, put: false, want: true},
+		{empty: true, put: wire.Wake{}, want: wire.Wake{}},
+		{empty: true, put: wire.Wake{Limited: true}, want: wire.Wake{Limited: true}},
+		{empty: true, put: named("a"), want: named("a")},
+		{pending: wire.Wake{}, put: wire.Wake{Limited: true}, want: wire.Wake{Limited: true}},
+		{pending: wire.Wake{Limited: true}, put: wire.Wake{}, want: wire.Wake{Limited: true}},
+		{pending: named("b"), put: named("a"), want: named("a", "b")},
+		{pending: named("b"), put: wire.Wake{}, want: wire.Wake{}},
 	} {
-		out := make(chan bool, 1)
+		out := make(chan wire.Wake, 1)
 		if !c.empty {
 			out <- c.pending
 		}
 		mergeWake(out, c.put)
-		if got := <-out; got != c.want || len(out) != 0 {
-			t.Errorf("pending %v (empty %v), put %v: got %v and %d more; want %v alone", c.pending, c.empty, c.put, got, len(out), c.want)
+		if got := <-out; !reflect.DeepEqual(got, c.want) || len(out) != 0 {
+			t.Errorf("pending %+v (empty %v), put %+v: got %+v and %d more; want %+v alone", c.pending, c.empty, c.put, got, len(out), c.want)
 		}
 	}
 }
