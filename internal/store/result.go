@@ -361,8 +361,9 @@ const (
 
 // JobEventInsertStale records stale results on their jobs' timelines, at
 // most MaxStaleEventsPerBatch of rs (the rest are ignored), at most
-// MaxStaleEventsPerJob per job in all, and only for jobs that exist. It
-// returns how many it recorded.
+// MaxStaleEventsPerJob per job in all, and only for jobs that exist. A
+// result that is the one that ended its lease, arriving again, is not
+// recorded. It returns how many it recorded.
 func (s *Store) JobEventInsertStale(ctx context.Context, epoch int64, rs []StaleResult) (int64, error) {
 	rs = rs[:min(len(rs), MaxStaleEventsPerBatch)]
 	if len(rs) == 0 {

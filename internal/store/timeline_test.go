@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,5 +207,64 @@ func TestJobDeleteTakesEvents(t *testing.T) {
 	left := e.ids(t, `SELECT job_id FROM job_events ORDER BY job_id`)
 	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
 		t.Errorf("events left for jobs %v, want those of %d and %d", left, ids[1], ids[3])
+	}
+}
+
+// TestStaleEventsSkipTheAppliedResult: a result that arrives again after
+// it was applied (the leader re-applying its own partly committed batch,
+// or a result read again after a failed acknowledgement) ended its lease
+// itself: it is no stale result and leaves no event. A result of the same
+// lease after the lease was reclaimed, or one in another worker's name,
+// is stale and recorded.
+func TestStaleEventsSkipTheAppliedResult(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insertN(t, 4, "n", 0)
+	record := func(r store.StaleResult) int64 {
+		t.Helper()
+		n, err := e.s.JobEventInsertStale(e.ctx, e.epoch, []store.StaleResult{r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Completed by its result; the same result again, then forged by another worker.
+	c := e.claimOne(t, ids[0], "w1")
+	if done, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{{ID: ids[0], LeaseToken: c.LeaseToken,
+		WorkerID: "w1", Result: json.RawMessage(`1`)}}); err != nil || len(done) != 1 {
+		t.Fatalf("complete: %v %d", err, len(done))
+	}
+	if n := record(store.StaleResult{ID: ids[0], LeaseToken: c.LeaseToken, WorkerID: "w1", Attempt: 1, Outcome: "completed"}); n != 0 {
+		t.Errorf("the applied completion again recorded %d stale events, want 0", n)
+	}
+	if n := record(store.StaleResult{ID: ids[0], LeaseToken: c.LeaseToken, WorkerID: "w2", Attempt: 1, Outcome: "completed"}); n != 1 {
+		t.Errorf("another worker's result with the token recorded %d stale events, want 1", n)
+	}
+
+	// Failed by its result (retrying); the same failure again.
+	c = e.claimOne(t, ids[1], "w1")
+	e.fail(t, fixedPolicy(time.Hour), store.Failure{ID: ids[1], LeaseToken: c.LeaseToken, WorkerID: "w1", Error: "boom", Reason: job.ReasonError})
+	if n := record(store.StaleResult{ID: ids[1], LeaseToken: c.LeaseToken, WorkerID: "w1", Attempt: 1, Outcome: "failed"}); n != 0 {
+		t.Errorf("the applied failure again recorded %d stale events, want 0", n)
+	}
+
+	// Reclaimed as run out; its worker's late result is stale.
+	c = e.claimOne(t, ids[2], "w1")
+	if _, err := e.s.JobReclaimLeases(e.ctx, e.epoch, []store.Release{{ID: ids[2], LeaseToken: c.LeaseToken, WorkerID: "w1"}},
+		fixedPolicy(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n := record(store.StaleResult{ID: ids[2], LeaseToken: c.LeaseToken, WorkerID: "w1", Attempt: 1, Outcome: "completed"}); n != 1 {
+		t.Errorf("a result after its lease was reclaimed recorded %d stale events, want 1", n)
+	}
+
+	// Handed back by its worker; the same release again.
+	c = e.claimOne(t, ids[3], "w1")
+	if _, err := e.s.JobReleaseMany(e.ctx, e.epoch, []store.Release{{ID: ids[3], LeaseToken: c.LeaseToken, WorkerID: "w1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := record(store.StaleResult{ID: ids[3], LeaseToken: c.LeaseToken, WorkerID: "w1", Attempt: 1, Outcome: "released"}); n != 0 {
+		t.Errorf("the applied release again recorded %d stale events, want 0", n)
 	}
 }

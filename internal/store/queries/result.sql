@@ -87,11 +87,22 @@ WHERE j.id = u.id AND j.status = $6 AND j.lease_token = u.token AND j.worker_id 
 -- name: JobEventInsertStale
 -- Results rejected as stale, for their jobs' timelines: only jobs that
 -- exist (a result may name any id), and at most $7 of them per job in all,
--- so a worker that floods the stream fills no job's history.
+-- so a worker that floods the stream fills no job's history. A result
+-- that is the one that ended its lease, arriving again (the leader
+-- re-applying its own partly committed batch, or reading a result again
+-- after a failed acknowledgement), is no stale result: same lease, same
+-- worker, and the lease ended by that outcome, not by a reclaim.
 INSERT INTO job_events (job_id, kind, detail)
 SELECT u.id, 'stale_result', jsonb_build_object('worker_id', u.worker, 'token', u.token, 'attempt', u.attempt,
     'outcome', u.outcome)
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::int[], $5::text[]) AS u(id, token, worker, attempt, outcome)
 WHERE (SELECT dts_fence($6))
   AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.id)
+  AND NOT EXISTS (SELECT 1 FROM jobs j
+      WHERE j.id = u.id AND j.last_lease_token = u.token AND j.worker_id = u.worker AND (
+          (u.outcome = 'completed' AND j.status = 'completed')
+          OR (u.outcome IN ('completed', 'failed') AND j.errors -> -1 ->> 'token' = u.token::text
+              AND j.errors -> -1 ->> 'reason' NOT IN ('worker_failure', 'lease_timeout'))
+          OR (u.outcome = 'released' AND EXISTS (SELECT 1 FROM job_events e
+              WHERE e.job_id = u.id AND e.kind = 'released' AND e.detail ->> 'token' = u.token::text))))
   AND (SELECT count(*) FROM (SELECT 1 FROM job_events e WHERE e.job_id = u.id AND e.kind = 'stale_result' LIMIT $7) AS c) < $7
