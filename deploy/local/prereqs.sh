@@ -13,7 +13,8 @@
 #                                    promtool, pgbouncer (the leader test
 #                                    through a pooler), gcc (go test -race
 #                                    needs cgo), curl, procps, chromium
-#                                    (the console's browser tests)
+#                                    (the console's browser tests), iproute2
+#                                    (the PostgreSQL partition test)
 #   prereqs.sh [--dry-run] ci        test, plus make
 #
 # It installs the missing Debian packages with apt-get (apt-get update
@@ -24,8 +25,8 @@
 # It uses bash builtins only (command -v, compgen), so that it runs with any
 # PATH; DTS_PG_LIB (default /usr/lib/postgresql) is where Debian puts
 # PostgreSQL's server binaries, which are not on PATH, and DTS_SBIN
-# (default /usr/sbin) where it puts pgbouncer, which is not on a non-root
-# PATH.
+# (default /usr/sbin) where it puts pgbouncer and ip, which are not on a
+# non-root PATH.
 set -euo pipefail
 
 dry=0
@@ -89,6 +90,7 @@ if [[ $profile == test || $profile == ci ]]; then
 	need gcc 'have gcc'
 	need procps 'have pgrep'
 	need chromium 'have chromium'
+	need iproute2 'have ip || [[ -x $sbin/ip ]]'
 fi
 [[ $profile != ci ]] || need make 'have make'
 

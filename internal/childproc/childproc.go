@@ -26,16 +26,23 @@ import (
 type Process struct {
 	Cmd    *exec.Cmd
 	exited chan struct{}
+	netns  string // network namespace file to start the child in, or ""
 }
 
 // Start starts cmd with Pdeathsig SIGKILL (keeping the rest of its
 // SysProcAttr) and reaps it when it exits.
-func Start(cmd *exec.Cmd) (*Process, error) {
+func Start(cmd *exec.Cmd) (*Process, error) { return StartInNetns(cmd, "") }
+
+// StartInNetns is Start with the child in the network namespace whose file
+// is netns (/var/run/netns/NAME, as `ip netns add` makes), or in this
+// process's when netns is "". The namespace is entered by the thread that
+// forks the child, which no other goroutine ever runs on.
+func StartInNetns(cmd *exec.Cmd, netns string) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	p := &Process{Cmd: cmd, exited: make(chan struct{})}
+	p := &Process{Cmd: cmd, exited: make(chan struct{}), netns: netns}
 	started := make(chan error, 1)
 	go p.supervise(started)
 	if err := <-started; err != nil {
@@ -47,6 +54,12 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 func (p *Process) supervise(started chan<- error) {
 	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 	defer close(p.exited)
+	if p.netns != "" {
+		if err := setNetns(p.netns); err != nil {
+			started <- err
+			return
+		}
+	}
 	if err := p.Cmd.Start(); err != nil {
 		started <- err
 		return

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,12 +38,17 @@ type Pair struct {
 // Node is one PostgreSQL server of a Pair.
 type Node struct {
 	Name string
+	host string // the address it listens on and is reached at
 	dir  string // removed at cleanup
 	data string
 	port int
 	log  string
 	bin  string
 	cred *syscall.Credential
+
+	netns     string // its network namespace, or "" for this process's
+	hostSide  string // the host's address on the veth pair to its namespace
+	nsCleanup func()
 
 	mu   sync.Mutex // guards proc
 	proc *childproc.Process
@@ -54,6 +60,11 @@ type PairOptions struct {
 	// synchronous_commit = on): a commit is acknowledged only once the
 	// standby has flushed it. Otherwise replication is asynchronous.
 	Sync bool
+	// PartitionablePrimary runs the primary in a network namespace of its
+	// own, joined to this one by a veth pair, so that Partition can cut
+	// it off. It needs root and iproute2; StartPair skips the test
+	// without them.
+	PartitionablePrimary bool
 }
 
 // StartPair starts a primary with the database PairDatabase and a standby
@@ -89,7 +100,7 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 		if err != nil {
 			return nil, fmt.Errorf("make temp dir: %w", err)
 		}
-		n := &Node{Name: name, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), bin: bin, cred: cred}
+		n := &Node{Name: name, host: "127.0.0.1", dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), bin: bin, cred: cred}
 		t.Cleanup(n.remove)
 		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 			return nil, fmt.Errorf("write owner file: %w", err)
@@ -107,10 +118,28 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 	if p.Standby, err = newNode("standby"); err != nil {
 		return nil, err
 	}
+	if opt.PartitionablePrimary {
+		if err := p.Primary.isolate(t); err != nil {
+			return nil, err
+		}
+	}
 
 	if err := p.Primary.command("initdb", "--no-sync", "-A", "trust", "-U", "postgres",
 		"-E", "UTF8", "--locale=C", "-D", p.Primary.data); err != nil {
 		return nil, err
+	}
+	if opt.PartitionablePrimary {
+		// initdb trusts loopback only; this side reaches the primary over
+		// the veth pair.
+		hba, err := os.OpenFile(filepath.Join(p.Primary.data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		_, err = hba.WriteString("host all all 10.213.0.0/16 trust\nhost replication all 10.213.0.0/16 trust\n")
+		hba.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	// synchronous_standby_names is set only once the standby streams: a
 	// commit before that would wait for it.
@@ -123,7 +152,7 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 		return nil, err
 	}
 	if err := p.Standby.command("pg_basebackup", "-R", "-X", "stream", "--no-sync", "-c", "fast",
-		"-h", "127.0.0.1", "-p", strconv.Itoa(p.Primary.port), "-U", "postgres", "-D", p.Standby.data); err != nil {
+		"-h", p.Primary.host, "-p", strconv.Itoa(p.Primary.port), "-U", "postgres", "-D", p.Standby.data); err != nil {
 		return nil, err
 	}
 	if err := p.Standby.start(); err != nil {
@@ -157,16 +186,16 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 // first, with target_session_attrs=read-write: a client connects to
 // whichever accepts writes, the promoted standby once the primary is gone.
 func (p *Pair) URL() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?sslmode=disable&target_session_attrs=read-write",
-		p.Primary.port, p.Standby.port, PairDatabase)
+	return fmt.Sprintf("postgres://postgres@%s:%d,%s:%d/%s?sslmode=disable&target_session_attrs=read-write",
+		p.Primary.host, p.Primary.port, p.Standby.host, p.Standby.port, PairDatabase)
 }
 
-// Port is the node's TCP port on 127.0.0.1.
+// Port is the node's TCP port.
 func (n *Node) Port() int { return n.port }
 
 // URL is the node's own URL of dbname.
 func (n *Node) URL(dbname string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", n.port, dbname)
+	return fmt.Sprintf("postgres://postgres@%s:%d/%s?sslmode=disable", n.host, n.port, dbname)
 }
 
 // Kill SIGKILLs the postmaster and every backend at once, as a crash of its
@@ -310,7 +339,7 @@ func (n *Node) run(port int) error {
 	defer logFile.Close()
 	cmd := exec.Command(filepath.Join(n.bin, "postgres"),
 		"-D", n.data,
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses="+n.host,
 		"-c", "port="+strconv.Itoa(port),
 		"-c", "unix_socket_directories="+n.dir,
 		"-c", "fsync=off",
@@ -330,7 +359,7 @@ func (n *Node) run(port int) error {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.cred, Setpgid: true}
-	proc, err := childproc.Start(cmd)
+	proc, err := childproc.StartInNetns(cmd, n.netnsFile())
 	if err != nil {
 		return fmt.Errorf("start %s: %w", n.Name, err)
 	}
@@ -365,6 +394,80 @@ func (n *Node) run(port int) error {
 	}
 }
 
+// netnsFile is the file of the node's network namespace, or "".
+func (n *Node) netnsFile() string {
+	if n.netns == "" {
+		return ""
+	}
+	return "/var/run/netns/" + n.netns
+}
+
+var netSeq atomic.Int64
+
+// isolate makes a network namespace for the node, joined to this one by a
+// veth pair on a /30 of 10.213.0.0/16, and removed at cleanup. Without
+// root or iproute2 it skips the test.
+func (n *Node) isolate(t testing.TB) error {
+	if os.Geteuid() != 0 {
+		t.Skip("pgtest: a partitionable primary needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("pgtest: a partitionable primary needs iproute2 (ip)")
+	}
+	seq := netSeq.Add(1)
+	// Names unique across concurrent test binaries: the pid and a sequence.
+	tag := fmt.Sprintf("%d-%d", os.Getpid()%100000, seq)
+	n.netns = "dtspg-" + tag
+	hostIf, nsIf := "dpa"+tag, "dpb"+tag
+	// A /30 from the pid and the sequence: 16,384 of them.
+	block := (os.Getpid()*64 + int(seq)) % 16384
+	n.hostSide = fmt.Sprintf("10.213.%d.%d", block/64, (block%64)*4+1)
+	n.host = fmt.Sprintf("10.213.%d.%d", block/64, (block%64)*4+2)
+	ip := func(args ...string) error {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := ip("netns", "add", n.netns); err != nil {
+		t.Skipf("pgtest: cannot make a network namespace: %v", err)
+	}
+	// Recorded, so that removeStale deletes it if this binary dies first.
+	_ = os.WriteFile(filepath.Join(n.dir, netnsFileName), []byte(n.netns), 0o644)
+	n.nsCleanup = func() {
+		_ = ip("netns", "del", n.netns) // takes nsIf, and so hostIf, with it
+		_ = ip("link", "del", hostIf)
+	}
+	for _, args := range [][]string{
+		{"link", "add", hostIf, "type", "veth", "peer", "name", nsIf},
+		{"link", "set", nsIf, "netns", n.netns},
+		{"addr", "add", n.hostSide + "/30", "dev", hostIf},
+		{"link", "set", hostIf, "up"},
+		{"netns", "exec", n.netns, "ip", "addr", "add", n.host + "/30", "dev", nsIf},
+		{"netns", "exec", n.netns, "ip", "link", "set", nsIf, "up"},
+		{"netns", "exec", n.netns, "ip", "link", "set", "lo", "up"},
+	} {
+		if err := ip(args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Partition cuts a node started with PartitionablePrimary off without a
+// reset: from then on, everything it sends to this side is dropped (a
+// blackhole route), so clients and the standby hear nothing from it, not
+// even the acknowledgement of what they send or of a connection attempt.
+func (n *Node) Partition() error {
+	if n.netns == "" {
+		return errors.New("pgtest: Partition needs PairOptions.PartitionablePrimary")
+	}
+	if out, err := exec.Command("ip", "netns", "exec", n.netns, "ip", "route", "add", "blackhole", n.hostSide+"/32").CombinedOutput(); err != nil {
+		return fmt.Errorf("partition %s: %w: %s", n.Name, err, out)
+	}
+	return nil
+}
+
 // remove kills the node's processes, stopped or not, and deletes its
 // directory.
 func (n *Node) remove() {
@@ -372,6 +475,9 @@ func (n *Node) remove() {
 	n.mu.Lock()
 	n.proc = nil
 	n.mu.Unlock()
+	if n.nsCleanup != nil {
+		n.nsCleanup()
+	}
 	_ = os.RemoveAll(n.dir)
 }
 

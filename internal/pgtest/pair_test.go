@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -106,4 +107,57 @@ func dataDir(t *testing.T, n *pgtest.Node) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// A partitioned primary answers nothing, not even a connection attempt,
+// and its namespace is gone after the test.
+func TestPairPartition(t *testing.T) {
+	t.Parallel()
+	var ns string
+	t.Run("pair", func(t *testing.T) {
+		p := pgtest.StartPair(t, pgtest.PairOptions{Sync: true, PartitionablePrimary: true})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		ns = netnsOf(t, p.Primary)
+		conn := connect(t, p.URL())
+		if _, err := conn.Exec(ctx, "CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Primary.Partition(); err != nil {
+			t.Fatal(err)
+		}
+		qctx, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := conn.Exec(qctx, "SELECT 1")
+		qcancel()
+		if !errors.Is(err, context.DeadlineExceeded) && !pgconnTimeout(err) {
+			t.Fatalf("query on a partitioned primary: %v; want a timeout", err)
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err = pgx.Connect(cctx, p.Primary.URL(pgtest.PairDatabase))
+		ccancel()
+		if err == nil {
+			t.Fatal("connected to a partitioned primary")
+		}
+		if err := p.Standby.Promote(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := p.Standby.Query(ctx, pgtest.PairDatabase, "SELECT count(*) FROM t", &n); err != nil || n != 1 {
+			t.Fatalf("rows on the promoted standby = %d, %v; want 1", n, err)
+		}
+	})
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil || strings.Contains(string(out), ns) {
+		t.Errorf("network namespace %s still exists after the test (%v): %s", ns, err, out)
+	}
+}
+
+// netnsOf is the network namespace the node's postmaster runs in.
+func netnsOf(t *testing.T, n *pgtest.Node) string {
+	t.Helper()
+	pid := postmasterPID(t, n)
+	out, err := exec.Command("ip", "netns", "identify", strconv.Itoa(pid)).Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("the primary runs in no named network namespace (%v, %q)", err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -94,10 +94,11 @@ import (
 const TemplateDatabase = "template_dts"
 
 const (
-	dirPrefix    = "dts-pgtest-"
-	ownerFile    = "owner.pid"
-	startTimeout = 60 * time.Second
-	stopTimeout  = 10 * time.Second
+	dirPrefix     = "dts-pgtest-"
+	ownerFile     = "owner.pid"
+	netnsFileName = "netns" // a Pair node's network namespace, if it has one
+	startTimeout  = 60 * time.Second
+	stopTimeout   = 10 * time.Second
 )
 
 var (
@@ -525,6 +526,9 @@ func removeStale(base, prefix string) {
 		// postmaster die; they run in the data directory.
 		for _, pid := range runningIn(filepath.Join(dir, "data")) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if ns, err := os.ReadFile(filepath.Join(dir, netnsFileName)); err == nil && len(ns) > 0 {
+			_ = exec.Command("ip", "netns", "del", string(ns)).Run()
 		}
 		_ = os.RemoveAll(dir)
 	}
