@@ -50,7 +50,8 @@
 // is left.
 //
 // StartPair (pair.go) starts a primary and a streaming standby of a test's
-// own, which it may kill, freeze and promote, for failover tests.
+// own, which it may kill, freeze, cut off (in a network namespace) and
+// promote, for failover tests.
 //
 // StartPgBouncer (pgbouncer.go) puts a pgbouncer in transaction mode in
 // front of one test's database, for tests of what must work through a
