@@ -2,6 +2,11 @@ package coordinator
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/dtsched/dts/internal/envconf"
@@ -38,3 +43,51 @@ func TestOperationsDocDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestGuaranteesNameRealTests: every test the Guarantees table of
+// docs/architecture.md names as a proof exists in the repository, so a
+// renamed or deleted test cannot leave a promise proved by nothing.
+func TestGuaranteesNameRealTests(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n## Guarantees\n")
+	if !ok {
+		t.Fatal("docs/architecture.md has no Guarantees section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	defined := map[string]bool{}
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range testFunc.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for _, m := range testName.FindAllStringSubmatch(table, -1) {
+		named++
+		if !defined[m[1]] {
+			t.Errorf("docs/architecture.md's Guarantees table names %s, which no _test.go file defines", m[1])
+		}
+	}
+	if named < 20 {
+		t.Fatalf("found only %d test names in the Guarantees table", named)
+	}
+}
+
+var (
+	testFunc = regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
+	testName = regexp.MustCompile("`(?:[a-z/]+\\.)?(Test[A-Za-z0-9_]+)`")
+)
