@@ -2,12 +2,20 @@
 
 -- name: JobCleanup
 -- The batch's job_events go in the same statement (deleteJobEvents).
+-- The DELETE's own WHERE repeats the subquery's test: the subquery picks
+-- ids from the statement's snapshot, and when a picked row changes
+-- meanwhile (a requeue of a dead job commits while the DELETE waits for
+-- the row's lock) PostgreSQL re-checks only the DELETE's own conditions on
+-- the row's new version, not the subquery's. So a job a requeue has just
+-- made pending is kept (TestJobCleanupRacesRequeue).
 WITH d AS (
     DELETE FROM jobs WHERE (SELECT dts_fence($4)) AND id IN (
         SELECT id FROM jobs WHERE status IN ('completed', 'canceled') AND finished_at < now() - $1 * interval '1 millisecond'
         UNION ALL
         SELECT id FROM jobs WHERE status = 'failed' AND finished_at < now() - $2 * interval '1 millisecond'
         LIMIT $3)
+      AND ((status IN ('completed', 'canceled') AND finished_at < now() - $1 * interval '1 millisecond')
+           OR (status = 'failed' AND finished_at < now() - $2 * interval '1 millisecond'))
     RETURNING id
 ), {{deleteJobEvents}}
 SELECT count(*) FROM d
