@@ -102,7 +102,14 @@ func freeAddr(t *testing.T) string {
 // for its /healthz.
 func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
 	c.t.Helper()
-	addr := freeAddr(c.t)
+	return c.startAt("", freeAddr(c.t), name, bin, addrVar, env...)
+}
+
+// startAt is start with the process in the network namespace whose file is
+// netns ("" for this process's, e.g. a netns.Host's File) listening on
+// addr; later entries of env override the cluster's.
+func (c *cluster) startAt(netns, addr, name, bin, addrVar string, env ...string) *proc {
+	c.t.Helper()
 	logPath := filepath.Join(c.logDir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -111,7 +118,7 @@ func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
 	cmd := exec.Command(filepath.Join(binDir, bin))
 	cmd.Env = append(append(append([]string{}, c.base...), addrVar+"="+addr), env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	child, err := childproc.Start(cmd) // dies with the test binary, not before
+	child, err := childproc.StartInNetns(cmd, netns) // dies with the test binary, not before
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // TestPrereqs runs deploy/local/prereqs.sh, the one list of what `make up`,
 // `make test` and CI install, on a machine made to lack things: a PATH, a
 // PostgreSQL directory and an sbin directory (DTS_SBIN, where Debian puts
-// pgbouncer and ip) that hold only what the case provides. The real
+// pgbouncer, ip and iptables) that hold only what the case provides. The real
 // install runs in CI on a clean machine (.ci/run); here the dry run and the
 // refusal without root are checked.
 func TestPrereqs(t *testing.T) {
@@ -53,8 +53,8 @@ func TestPrereqs(t *testing.T) {
 		return string(out), err
 	}
 
-	all := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "make"}
-	allButPgbouncer := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "curl", "gcc", "pgrep", "chromium", "ip", "make"}
+	all := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "make"}
+	allButPgbouncer := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "make"}
 	for _, tc := range []struct {
 		name, profile string
 		have          []string
@@ -62,15 +62,16 @@ func TestPrereqs(t *testing.T) {
 		sbin          []string // in DTS_SBIN, off PATH
 		missing       string   // the exact list it must name; "" for none
 	}{
-		{"test, nothing installed", "test", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2"},
-		{"ci, nothing installed", "ci", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 make"},
+		{"test, nothing installed", "test", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 iptables"},
+		{"ci, nothing installed", "ci", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 iptables make"},
 		{"up, nothing installed", "up", nil, false, nil, "postgresql redis-server prometheus curl"},
 		{"up with external stores", "up-external", nil, false, nil, "prometheus curl"},
-		{"test, only promtool missing", "test", []string{"redis-server", "redis-sentinel", "prometheus", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip"}, true, nil, "prometheus"},
+		{"test, only promtool missing", "test", []string{"redis-server", "redis-sentinel", "prometheus", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "iptables"}, true, nil, "prometheus"},
 		{"ci, only pgbouncer missing", "ci", allButPgbouncer, true, nil, "pgbouncer"},
 		{"up, only postgresql missing", "up", []string{"redis-server", "prometheus", "curl"}, false, nil, "postgresql"},
 		{"ci, everything there", "ci", all, true, nil, ""},
 		{"ci, pgbouncer in sbin only", "ci", allButPgbouncer, true, []string{"pgbouncer"}, ""},
+		{"test, iptables in sbin only", "test", all[:len(all)-2], true, []string{"iptables"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pgLib := t.TempDir()

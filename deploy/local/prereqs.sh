@@ -14,7 +14,9 @@
 #                                    through a pooler), gcc (go test -race
 #                                    needs cgo), curl, procps, chromium
 #                                    (the console's browser tests), iproute2
-#                                    (the PostgreSQL partition test)
+#                                    (the PostgreSQL partition test and the
+#                                    hosts of the chaos test), iptables (the
+#                                    chaos test's partitions)
 #   prereqs.sh [--dry-run] ci        test, plus make
 #
 # It installs the missing Debian packages with apt-get (apt-get update
@@ -25,8 +27,8 @@
 # It uses bash builtins only (command -v, compgen), so that it runs with any
 # PATH; DTS_PG_LIB (default /usr/lib/postgresql) is where Debian puts
 # PostgreSQL's server binaries, which are not on PATH, and DTS_SBIN
-# (default /usr/sbin) where it puts pgbouncer and ip, which are not on a
-# non-root PATH.
+# (default /usr/sbin) where it puts pgbouncer, ip and iptables, which are
+# not on a non-root PATH.
 set -euo pipefail
 
 dry=0
@@ -91,6 +93,7 @@ if [[ $profile == test || $profile == ci ]]; then
 	need procps 'have pgrep'
 	need chromium 'have chromium'
 	need iproute2 'have ip || [[ -x $sbin/ip ]]'
+	need iptables 'have iptables || [[ -x $sbin/iptables ]]'
 fi
 [[ $profile != ci ]] || need make 'have make'
 

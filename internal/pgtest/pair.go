@@ -93,29 +93,10 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 		}
 	}
 	p := &Pair{}
-	newNode := func(name string) (*Node, error) {
-		base := tempBase(cred)
-		removeStale(base, dirPrefix)
-		dir, err := os.MkdirTemp(base, dirPrefix+name+"-")
-		if err != nil {
-			return nil, fmt.Errorf("make temp dir: %w", err)
-		}
-		n := &Node{Name: name, host: "127.0.0.1", dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), bin: bin, cred: cred}
-		t.Cleanup(n.remove)
-		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-			return nil, fmt.Errorf("write owner file: %w", err)
-		}
-		if cred != nil {
-			if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, fmt.Errorf("chown %s to postgres: %w", dir, err)
-			}
-		}
-		return n, nil
-	}
-	if p.Primary, err = newNode("primary"); err != nil {
+	if p.Primary, err = newNode(t, "primary", bin, cred); err != nil {
 		return nil, err
 	}
-	if p.Standby, err = newNode("standby"); err != nil {
+	if p.Standby, err = newNode(t, "standby", bin, cred); err != nil {
 		return nil, err
 	}
 	if opt.PartitionablePrimary {
@@ -180,6 +161,28 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// newNode makes the directory of a node named name, removed (with its
+// processes) when the test ends.
+func newNode(t testing.TB, name, bin string, cred *syscall.Credential) (*Node, error) {
+	base := tempBase(cred)
+	removeStale(base, dirPrefix)
+	dir, err := os.MkdirTemp(base, dirPrefix+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("make temp dir: %w", err)
+	}
+	n := &Node{Name: name, host: "127.0.0.1", dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), bin: bin, cred: cred}
+	t.Cleanup(n.remove)
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, fmt.Errorf("write owner file: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, fmt.Errorf("chown %s to postgres: %w", dir, err)
+		}
+	}
+	return n, nil
 }
 
 // URL is the libpq multi-host URL of PairDatabase over both nodes, primary

@@ -53,6 +53,9 @@
 // own, which it may kill, freeze, cut off (in a network namespace) and
 // promote, for failover tests.
 //
+// StartNode (node.go) starts a server of a test's own on the address and
+// in the network namespace the test gives, e.g. a host of a netns.Network.
+//
 // StartPgBouncer (pgbouncer.go) puts a pgbouncer in transaction mode in
 // front of one test's database, for tests of what must work through a
 // pooler.

@@ -15,7 +15,8 @@
 //   - A Redis Sentinel group per test, from StartSentinels(t): a master, a
 //     replica and three sentinels, for tests of a failover.
 //
-// Every server listens on a free 127.0.0.1 port with persistence off
+// Every server listens on a free 127.0.0.1 port (StartIn: an address of a
+// network namespace the test made) with persistence off
 // (--save "" --appendonly no) and its files in a temporary directory.
 //
 // Usage, in a package whose tests need only Redis:
@@ -151,6 +152,8 @@ type Server struct {
 	password string   // AUTH before the readiness PING; "" for none
 	args     []string // more settings after the common ones
 	sentinel string   // when set: run as a sentinel with this configuration file
+	host     string   // the address it binds and is reached at; "" for 127.0.0.1
+	netns    string   // the network namespace file to run it in; "" for this process's
 }
 
 // Start starts a dedicated, empty server for this test and stops it when the
@@ -165,11 +168,32 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-// URL is redis://127.0.0.1:PORT/0. It stays the same across Restart.
+// StartIn is Start with the server in the network namespace whose file is
+// netns (/var/run/netns/NAME, as netns.Host.File gives it), listening on
+// host, an address of that namespace.
+func StartIn(t testing.TB, netns, host string) *Server {
+	t.Helper()
+	s, err := launchNew(&Server{host: host, netns: netns})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is redis://127.0.0.1:PORT/0 (or the host StartIn gave). It stays the same across Restart.
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 
-// Addr is 127.0.0.1:PORT. It stays the same across Restart.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+// Addr is 127.0.0.1:PORT (or the host StartIn gave). It stays the same
+// across Restart.
+func (s *Server) Addr() string { return net.JoinHostPort(s.bindHost(), strconv.Itoa(s.port)) }
+
+func (s *Server) bindHost() string {
+	if s.host == "" {
+		return "127.0.0.1"
+	}
+	return s.host
+}
 
 // Restart kills the server with SIGKILL and starts a new, empty one on the
 // same port, returning once it answers PING. Clients see their connections
@@ -288,18 +312,23 @@ func (s *Server) launch() error {
 	}
 	args = append(args,
 		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
+		"--bind", s.bindHost(),
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
 		"--loglevel", "warning",
 	)
+	if s.host != "" {
+		// Off the loopback, a server without a password refuses every
+		// client unless protected mode is off; its network is the test's.
+		args = append(args, "--protected-mode", "no")
+	}
 	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	proc, err := childproc.Start(cmd)
+	proc, err := childproc.StartInNetns(cmd, s.netns)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
