@@ -19,7 +19,7 @@ import (
 // bulkStates are the states each bulk action applies to: those its
 // one-job route accepts.
 var bulkStates = map[string][]job.State{
-	wire.BulkCancel:  {job.StatePending, job.StateRetrying, job.StateLeased},
+	wire.BulkCancel:  {job.StateWaiting, job.StatePending, job.StateRetrying, job.StateLeased},
 	wire.BulkRequeue: {job.StateFailed},
 	wire.BulkDelete:  {job.StateCompleted, job.StateFailed, job.StateCanceled},
 }

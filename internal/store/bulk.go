@@ -98,8 +98,9 @@ type LeasedCancel struct {
 	LeaseToken int64
 }
 
-// JobBulkCancel cancels p's jobs as JobCancel does each: pending and
-// retrying ones at once, leased ones by recording the request (returned,
+// JobBulkCancel cancels p's jobs as JobCancel does each: waiting, pending
+// and retrying ones at once (a waiting job's dependents with it, by the
+// dependency trigger), leased ones by recording the request (returned,
 // so that their workers can be told). It returns how many it changed.
 func (s *Store) JobBulkCancel(ctx context.Context, p JobBulkParams) (int64, []LeasedCancel, error) {
 	var leased []LeasedCancel

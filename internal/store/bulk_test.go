@@ -66,3 +66,55 @@ func TestJobDelete(t *testing.T) {
 		t.Errorf("delete again: %v, want ErrNotFound", err)
 	}
 }
+
+// TestJobBulkCancelWaiting: a cancel of many jobs cancels waiting ones (a
+// dependency not yet done) as JobCancel does one, their dependents in
+// turn, in the request's form and as a background operation.
+func TestJobBulkCancelWaiting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cancelStates := []job.State{job.StateWaiting, job.StatePending, job.StateRetrying, job.StateLeased}
+	// parent (pending) <- child (waiting) <- grandchild (waiting), for each
+	// of the two forms.
+	family := func(name string) (parent, child, grandchild int64) {
+		ids := e.insert(t, store.JobInsertParams{Name: "parent"},
+			store.JobInsertParams{Name: name, DependsOnIndex: []int{0}},
+			store.JobInsertParams{Name: "grandchild", DependsOnIndex: []int{1}})
+		if st := e.get(t, ids[1]).State; st != job.StateWaiting {
+			t.Fatalf("child is %s, want waiting", st)
+		}
+		return ids[0], ids[1], ids[2]
+	}
+	check := func(form string, parent, child, grandchild int64) {
+		t.Helper()
+		if st := e.get(t, parent).State; st != job.StatePending {
+			t.Errorf("%s: parent is %s, want pending (not selected)", form, st)
+		}
+		if j := e.get(t, child); j.State != job.StateCanceled || !j.CancelRequest {
+			t.Errorf("%s: waiting child is %s (cancel requested %v), want canceled", form, j.State, j.CancelRequest)
+		}
+		if j := e.get(t, grandchild); j.State != job.StateCanceled {
+			t.Errorf("%s: grandchild is %s, want canceled with its parent", form, j.State)
+		}
+	}
+
+	p, c, g := family("child")
+	f := store.JobBulkParams{States: cancelStates, Name: "child"}
+	if n, err := e.s.JobBulkCount(e.ctx, f, true); err != nil || n != 1 {
+		t.Errorf("count = %d, %v; want the waiting child", n, err)
+	}
+	if n, leased, err := e.s.JobBulkCancel(e.ctx, f); err != nil || n != 1 || len(leased) != 0 {
+		t.Errorf("bulk cancel = %d %+v %v; want 1, none leased", n, leased, err)
+	}
+	check("bulk", p, c, g)
+
+	p, c, g = family("child_op")
+	op := newOp(t, e, "cancel", store.OperationFilter{States: cancelStates, Name: "child_op"}, "s1")
+	if op.Matched != 1 {
+		t.Errorf("operation matched %d, want the waiting child", op.Matched)
+	}
+	if got, _ := runOp(t, e, op.ID, "s1", 10); got.State != store.OperationDone || got.Affected != 1 {
+		t.Errorf("operation ended %s with %d affected, want done with 1", got.State, got.Affected)
+	}
+	check("operation", p, c, g)
+}

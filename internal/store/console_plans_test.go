@@ -103,9 +103,9 @@ func TestConsoleListPlans(t *testing.T) {
 				args: []any{mid, []string{"failed"}, g.name, "", false, 1000, g.fp}})
 	}
 	// The confirmation of an all-matching action counts what it would
-	// change: requeue (failed) and cancel (pending, retrying, leased), any
-	// name and queue.
-	for _, st := range [][]string{{"failed"}, {"pending", "retrying", "leased"}, {"pending"}, {"leased"}} {
+	// change: requeue (failed) and cancel (waiting, pending, retrying,
+	// leased), any name and queue.
+	for _, st := range [][]string{{"failed"}, {"waiting", "pending", "retrying", "leased"}, {"pending"}, {"leased"}, {"waiting"}} {
 		for _, f := range []struct{ name, queue string }{{}, {name: "report"}, {queue: "mail"}} {
 			plans = append(plans, plan{what: fmt.Sprintf("all matching %v %+v", st, f), query: store.Q("OperationCount"),
 				args: []any{st, f.name, f.queue, len(st) > 1}})

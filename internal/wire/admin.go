@@ -67,7 +67,7 @@ const StatusDeleted = "deleted"
 
 // Bulk actions of POST /jobs/bulk.
 const (
-	BulkCancel  = "cancel"  // pending, retrying and leased jobs, as POST /jobs/{id}/cancel
+	BulkCancel  = "cancel"  // waiting, pending, retrying and leased jobs, as POST /jobs/{id}/cancel
 	BulkRequeue = "requeue" // failed jobs, as POST /dlq/{id}/requeue
 	BulkDelete  = "delete"  // completed, failed and canceled jobs, as DELETE /jobs/{id}
 )

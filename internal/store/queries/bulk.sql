@@ -18,7 +18,7 @@ UPDATE jobs SET
     status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
     finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
     cancel_requested = true
-WHERE id = ANY($1) AND status IN ('pending', 'retrying', 'leased')
+WHERE id = ANY($1) AND status IN ('waiting', 'pending', 'retrying', 'leased')
 RETURNING id, status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
     coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)
 

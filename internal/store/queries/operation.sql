@@ -19,6 +19,7 @@ id, action, states, name, queue, fingerprint, state, matched, processed, affecte
 SELECT (SELECT count(*) FROM jobs WHERE $1 && ARRAY['pending', 'retrying']
             AND status IN ('pending', 'retrying') AND status = ANY($1) AND {{operationCountOf}})
      + (SELECT count(*) FROM jobs WHERE 'leased' = ANY($1) AND status = 'leased' AND {{operationCountOf}})
+     + (SELECT count(*) FROM jobs WHERE 'waiting' = ANY($1) AND status = 'waiting' AND {{operationCountOf}})
      + (SELECT count(*) FROM jobs WHERE 'failed' = ANY($1) AND status = 'failed' AND {{operationCountOf}})
      + (SELECT count(*) FROM jobs WHERE $1 && ARRAY['completed', 'canceled']
             AND status IN ('completed', 'canceled') AND status = ANY($1) AND {{operationCountOf}})
@@ -90,7 +91,7 @@ UPDATE jobs SET
     status = CASE WHEN status = 'leased' THEN status ELSE 'canceled' END,
     finished_at = CASE WHEN status = 'leased' THEN finished_at ELSE now() END,
     cancel_requested = true
-WHERE id = ANY($1) AND status IN ('pending', 'retrying', 'leased')
+WHERE id = ANY($1) AND status IN ('waiting', 'pending', 'retrying', 'leased')
 RETURNING id, status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, ''),
     coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)
 
