@@ -411,6 +411,61 @@ func TestInsertBatcherUniqueSharedStatement(t *testing.T) {
 	}
 }
 
+// Two unique submissions of one key share a statement, and the first also
+// has an idempotency key that an unrelated job already holds: the first is
+// answered with that job (as alone), which holds no claim and is not the
+// key's, so the second is not answered with it but creates the key's job,
+// as it would have had it arrived alone after the first.
+func TestInsertBatcherUniqueRepeatAfterKeyedFirst(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, url, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other, err := st.JobInsert(ctx, []store.JobInsertParams{{Name: "unrelated", IdempotencyKey: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unique := func(key string) store.JobInsertParams {
+		return store.JobInsertParams{Name: "report", Payload: json.RawMessage(`{"user":7}`), IdempotencyKey: key,
+			Unique: &store.Unique{For: time.Hour}}
+	}
+	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
+	defer b.Close()
+	reqs := []insertReq{
+		{ctx: ctx, done: make(chan insertDone, 1), params: unique("k")},
+		{ctx: ctx, done: make(chan insertDone, 1), params: unique("")},
+	}
+	b.flush(reqs)
+	got := make([]store.JobInsertResult, len(reqs))
+	for i, r := range reqs {
+		d := <-r.done
+		if d.err != nil {
+			t.Fatalf("submission %d: %v", i, d.err)
+		}
+		got[i] = d.res
+	}
+	if got[0].Created || got[0].ID != other[0].ID {
+		t.Errorf("keyed submission: %+v, want the job %d holding its idempotency key", got[0], other[0].ID)
+	}
+	j, err := st.JobGet(ctx, got[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "report" || !got[1].Created {
+		t.Fatalf("second submission: %+v, job named %q; want a new job named report, not the unrelated job %d",
+			got[1], j.Name, other[0].ID)
+	}
+	// The key is claimed by that new job.
+	again, err := st.JobInsert(ctx, []store.JobInsertParams{unique("")})
+	if err != nil || again[0].Created || again[0].ID != got[1].ID {
+		t.Errorf("a later repeat: %+v, %v; want job %d", again, err, got[1].ID)
+	}
+}
+
 // A submission without unique_for costs what it did before unique jobs:
 // one statement (no transaction), which never reads job_unique_claims.
 func TestInsertWithoutUniqueIsOneStatement(t *testing.T) {

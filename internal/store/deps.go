@@ -29,60 +29,34 @@ import (
 // A job outside idx whose result is already in out (an earlier job a
 // unique claim answered) is a parent like one named by id: it is locked
 // first. resolve runs once the jobs are inserted, before the edges: it
-// fills out for the jobs that answer as another of the call (repeats of a
-// unique key).
-func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult, resolve func([]JobInsertResult)) error {
+// returns more jobs of the call to insert (a repeat of a unique key taking
+// the place of a first job that was not created), which are inserted in
+// turn, or, when there are none, fills out for the jobs that answer as
+// another of the call (repeats of a unique key).
+func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult, resolve func([]JobInsertResult) []int) error {
 	inserted := make([]bool, len(params))
-	for _, k := range idx {
-		inserted[k] = true
+	external, err := jobInsertDepsLock(ctx, tx, params, idx, out, inserted)
+	if err != nil {
+		return err
 	}
-	var external []int64
-	earlier := func(j int) {
-		if !inserted[j] && out[j].ID != 0 {
-			external = append(external, out[j].ID)
-		}
-	}
-	for _, k := range idx {
-		p := params[k]
-		external = append(external, p.DependsOn...)
-		for _, j := range p.DependsOnIndex {
-			earlier(j)
-		}
-		if p.Callback {
-			for j := range k {
-				earlier(j)
+	for next := idx; ; {
+		if len(next) > 0 {
+			if err := jobInsertKeyed(ctx, tx, params, next, out); err != nil {
+				return err
 			}
 		}
-	}
-	slices.Sort(external)
-	external = slices.Compact(external)
-	if len(external) > 0 {
-		// Locked in id order: two submissions naming the same parents
-		// never wait on each other in a cycle.
-		rows, err := tx.Query(ctx, q("JobInsertDepsLock"), external)
+		if next = resolve(out); len(next) == 0 {
+			break
+		}
+		// Rare (a repeat of a unique key whose first job was not
+		// created): its parents are locked after the others'.
+		more, err := jobInsertDepsLock(ctx, tx, params, next, out, inserted)
 		if err != nil {
-			return fmt.Errorf("lock parents: %w", err)
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return fmt.Errorf("lock parents: %w", err)
-		}
-		if len(found) != len(external) {
-			var missing []int64
-			for _, id := range external {
-				if _, ok := slices.BinarySearch(found, id); !ok {
-					missing = append(missing, id)
-				}
-			}
-			return &UnknownJobsError{IDs: missing}
-		}
-	}
-	if len(idx) > 0 {
-		if err := jobInsertKeyed(ctx, tx, params, idx, out); err != nil {
 			return err
 		}
+		external = append(external, more...)
+		idx = append(slices.Clone(idx), next...)
 	}
-	resolve(out)
 	// Edges of the jobs created here; an earlier job returned for its key
 	// keeps the edges it was created with.
 	var children, parents, waiting []int64
@@ -144,4 +118,58 @@ func jobInsertDeps(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx
 		}
 	}
 	return nil
+}
+
+// jobInsertDepsLock locks the existing parents of params[idx], marks idx
+// in inserted, and returns those parents' ids, ascending. A job of the
+// call not inserted here (not in inserted) whose result is already in out
+// is an existing parent too. A parent that does not exist gives an
+// *UnknownJobsError.
+func jobInsertDepsLock(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx []int, out []JobInsertResult, inserted []bool) ([]int64, error) {
+	for _, k := range idx {
+		inserted[k] = true
+	}
+	var external []int64
+	earlier := func(j int) {
+		if !inserted[j] && out[j].ID != 0 {
+			external = append(external, out[j].ID)
+		}
+	}
+	for _, k := range idx {
+		p := params[k]
+		external = append(external, p.DependsOn...)
+		for _, j := range p.DependsOnIndex {
+			earlier(j)
+		}
+		if p.Callback {
+			for j := range k {
+				earlier(j)
+			}
+		}
+	}
+	slices.Sort(external)
+	external = slices.Compact(external)
+	if len(external) == 0 {
+		return nil, nil
+	}
+	// Locked in id order: two submissions naming the same parents never
+	// wait on each other in a cycle.
+	rows, err := tx.Query(ctx, q("JobInsertDepsLock"), external)
+	if err != nil {
+		return nil, fmt.Errorf("lock parents: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("lock parents: %w", err)
+	}
+	if len(found) != len(external) {
+		var missing []int64
+		for _, id := range external {
+			if _, ok := slices.BinarySearch(found, id); !ok {
+				missing = append(missing, id)
+			}
+		}
+		return nil, &UnknownJobsError{IDs: missing}
+	}
+	return external, nil
 }

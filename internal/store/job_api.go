@@ -159,14 +159,25 @@ func jobInsertTx(ctx context.Context, tx pgx.Tx, params []JobInsertParams, idx [
 		}
 	}
 	if deps {
-		if err := jobInsertDeps(ctx, tx, params, idx, out, u.fillRepeats); err != nil {
+		// After each insert: the repeats of a key to insert in their
+		// first job's place (uniqueBatch.promote), or, once there are
+		// none, every repeat answered.
+		resolve := func(out []JobInsertResult) []int {
+			if next := u.promote(params, out); len(next) > 0 {
+				return next
+			}
+			u.fillRepeats(out)
+			return nil
+		}
+		if err := jobInsertDeps(ctx, tx, params, idx, out, resolve); err != nil {
 			return err
 		}
 	} else {
-		if len(idx) > 0 {
+		for len(idx) > 0 {
 			if err := jobInsertKeyed(ctx, tx, params, idx, out); err != nil {
 				return err
 			}
+			idx = u.promote(params, out)
 		}
 		u.fillRepeats(out)
 	}

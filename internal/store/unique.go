@@ -32,8 +32,13 @@ import (
 //   - Jobs without Unique never read or write job_unique_claims, and no job
 //     transition touches it: the claim's liveness is checked when the next
 //     submission of the key arrives.
-//   - Repeats of one key within a call are one claim: the first creates
-//     the job (or finds the live one), the others answer its id.
+//   - Repeats of one key within a call get the answers they would get one
+//     call each, in order: the first creates the key's job (or finds the
+//     live one), the others answer its id. A first job not created because
+//     its idempotency key names an earlier job is not the key's job (that
+//     job holds no claim, and may be any job): the repeats with the same
+//     idempotency key answer it too, and the next with another becomes the
+//     key's first job in its place (promote).
 
 // DefaultUniqueStates are the states in which a job holds its uniqueness
 // claim when Unique.States is empty: until it fails or is canceled, and
@@ -156,6 +161,44 @@ func jobUniqueClaim(ctx context.Context, tx pgx.Tx, params []JobInsertParams, ou
 	}
 	slices.Sort(rest)
 	return u, rest, nil
+}
+
+// promote runs after the jobs of u.keys are inserted. For each key whose
+// first job was not created, its idempotency key naming an earlier job,
+// the repeats in order that carry the same idempotency key keep following
+// it (alone, they would get that job too); the first repeat with another
+// one (or none) takes the key's place in u.keys (this transaction holds
+// the claim row), and the repeats after it follow it. It returns those
+// new first jobs, ascending, to be inserted; then promote runs again.
+func (u *uniqueBatch) promote(params []JobInsertParams, out []JobInsertResult) []int {
+	if len(u.follow) == 0 {
+		return nil
+	}
+	repeats := map[int][]int{} // a first job not created → its repeats
+	for k, f := range u.follow {
+		if _, ok := u.keys[f]; ok && !out[f].Created {
+			repeats[f] = append(repeats[f], k)
+		}
+	}
+	var next []int
+	for f, rs := range repeats {
+		slices.Sort(rs)
+		for i, r := range rs {
+			if params[r].IdempotencyKey == params[f].IdempotencyKey {
+				continue
+			}
+			u.keys[r] = u.keys[f]
+			delete(u.keys, f)
+			delete(u.follow, r)
+			for _, later := range rs[i+1:] {
+				u.follow[later] = r
+			}
+			next = append(next, r)
+			break
+		}
+	}
+	slices.Sort(next)
+	return next
 }
 
 // fillRepeats answers each repeat of a key with its first job's id, once

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -198,6 +199,63 @@ func TestUniqueRepeatsWithinOneCall(t *testing.T) {
 	}
 	if n := e.countJobs(t); n != 4 {
 		t.Errorf("%d jobs, want 4 (held, x, plain, x 2)", n)
+	}
+}
+
+// TestUniqueRepeatAfterKeyedFirst: repeats of a key in one call get the
+// answers they would get one call each, in order, when the key's first job
+// is not created because its idempotency key names an unrelated job. That
+// job holds no claim and is not the key's: a repeat with the same
+// idempotency key gets it too, the next repeat with another (or none)
+// creates the key's job, and the repeats after that one answer it. With
+// parents, and without.
+func TestUniqueRepeatAfterKeyedFirst(t *testing.T) {
+	t.Parallel()
+	for _, withParents := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parents=%v", withParents), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			other := e.insertRes(t, store.JobInsertParams{Name: "unrelated", IdempotencyKey: "k"})[0]
+			var parent int64
+			if withParents {
+				parent = e.insertRes(t, store.JobInsertParams{Name: "parent"})[0].ID
+			}
+			x := func(key string) store.JobInsertParams {
+				p := uniq("x", `1`)
+				p.IdempotencyKey = key
+				if withParents {
+					p.DependsOn = []int64{parent}
+				}
+				return p
+			}
+			res := e.insertRes(t, x("k"), x("k"), x(""), x("k"), x(""), x("j"))
+			for i := range 2 {
+				if res[i].Created || res[i].ID != other.ID {
+					t.Errorf("submission %d (idempotency key k): %+v, want the job %d holding k", i, res[i], other.ID)
+				}
+			}
+			if !res[2].Created || e.get(t, res[2].ID).Name != "x" {
+				t.Fatalf("submission 2 (no idempotency key): %+v, want a new job x, not the unrelated job %d", res[2], other.ID)
+			}
+			for i := 3; i < len(res); i++ {
+				if res[i].Created || res[i].ID != res[2].ID {
+					t.Errorf("submission %d: %+v, want the key's job %d", i, res[i], res[2].ID)
+				}
+			}
+			if n := len(e.ids(t, `SELECT id FROM jobs WHERE name = 'x'`)); n != 1 {
+				t.Errorf("%d jobs named x, want 1", n)
+			}
+			// The key's claim is x's: a later submission answers it.
+			if again := e.insertRes(t, x(""))[0]; again.Created || again.ID != res[2].ID {
+				t.Errorf("a later repeat: %+v, want job %d", again, res[2].ID)
+			}
+			if withParents {
+				e.wantState(t, res[2].ID, job.StateWaiting)
+				// The edge exists: the parent's completion releases x.
+				e.exec(t, `UPDATE jobs SET status = 'completed', finished_at = now() WHERE id = $1`, parent)
+				e.wantState(t, res[2].ID, job.StatePending)
+			}
+		})
 	}
 }
 
