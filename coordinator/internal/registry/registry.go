@@ -310,7 +310,10 @@ func (r *Registry) Slots(max int) []SlotGroup {
 	defer r.mu.Unlock()
 	byKey := map[string][]*Worker{}
 	for _, w := range r.workers {
-		if w.free() > 0 {
+		// A worker that has named no job type (one a new leader knows
+		// only from its leases, until its first heartbeat) gets nothing: a
+		// group without names would claim every name.
+		if w.free() > 0 && len(w.Types) > 0 {
 			k := strings.Join(w.Types, "\x00")
 			if w.any() {
 				k = "*"
