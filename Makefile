@@ -33,7 +33,7 @@ LINT_GOPROXY  = file://$(shell $(GO) env GOMODCACHE)/cache/download,$(shell $(GO
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
 
-.PHONY: help build up down status logs prereqs test test-short screenshots fuzz fmt vet lint bench clean
+.PHONY: help build up down status logs prereqs test test-short chaos screenshots fuzz fmt vet lint bench clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":.*## " } \
@@ -77,6 +77,9 @@ fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 30000x exe
 
 screenshots: ## Retake the console's screenshots (docs/ui/*.png) with the browser test
 	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestBrowser(Ops)?$$' ./submitter/ui
+
+chaos: prereqs ## Faults between hosts (a network namespace per component), long: 20 s each under 100 jobs/s; prints the table
+	DTS_CHAOS_LONG=1 $(GO) test -race -count=1 -timeout 40m -run '^TestChaosHosts$$' -v ./e2e/
 
 test-short: ## Run the tests in -short mode, without -race (quick feedback)
 	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work

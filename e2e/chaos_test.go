@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dtsched/dts/internal/netns"
+	"github.com/dtsched/dts/internal/pgtest"
 )
 
 // TestChaosHosts runs the whole system with every component on a host of
@@ -40,6 +41,7 @@ import (
 // each fault longer under more load; DTS_CHAOS_FAULTS=REGEXP runs only the
 // faults whose name matches.
 func TestChaosHosts(t *testing.T) {
+	t.Parallel()
 	cfg := chaosShort
 	if os.Getenv("DTS_CHAOS_LONG") != "" {
 		cfg = chaosLong
@@ -88,8 +90,11 @@ type chaosConfig struct {
 }
 
 var (
-	chaosShort = chaosConfig{name: "short", hold: 3 * time.Second, rate: 40, recovery: 45 * time.Second}
-	chaosLong  = chaosConfig{name: "long", hold: 30 * time.Second, rate: 150, recovery: 120 * time.Second}
+	// recovery is above LEASE_DURATION (30 s): a job whose claim committed
+	// but whose answer the leader never got (a half-open or reset link to
+	// PostgreSQL) is delivered to nobody, and runs once its lease runs out.
+	chaosShort = chaosConfig{name: "short", hold: 3 * time.Second, rate: 40, recovery: 60 * time.Second}
+	chaosLong  = chaosConfig{name: "long", hold: 20 * time.Second, rate: 100, recovery: 120 * time.Second}
 )
 
 // fault is one fault between hosts: apply starts it (choosing its target
@@ -173,11 +178,11 @@ func chaosFaults(h *hostCluster) []fault {
 type faultRow struct {
 	name, target        string
 	held                time.Duration
-	accepted, refused   int           // submissions answered 201, and not, while it lasted
+	accepted, refused   int           // submissions sent while it lasted answered 201, and not
 	first201            time.Duration // heal to the first 201 after it
 	firstDone           time.Duration // heal to the first job completed after it
 	allDone             time.Duration // heal to the last job accepted before the heal completed (0: all done before)
-	retried, staleEvent int           // jobs accepted before the heal with a retried attempt; stale results rejected
+	retried, staleEvent int           // jobs sent during the fault with more than one attempt; stale results rejected
 	epochs              string        // leader epoch before -> after
 }
 
@@ -249,7 +254,7 @@ func runFault(t *testing.T, ctx context.Context, h *hostCluster, db *pgx.Conn, l
 		return !load.firstAcceptedAfter(healed).IsZero()
 	})
 	row.first201 = load.firstAcceptedAfter(healed).Sub(healed)
-	if err := db.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE id = ANY($1) AND attempts > 1", load.acceptedIDsBetween(start, healed)).Scan(&row.retried); err != nil {
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE id = ANY($1) AND attempts > 1", load.sentIDsBetween(start, healed)).Scan(&row.retried); err != nil {
 		t.Fatal(err)
 	}
 	var staleAfter int
@@ -339,63 +344,38 @@ func checkChaos(t *testing.T, ctx context.Context, h *hostCluster, db *pgx.Conn,
 		time.Sleep(100 * time.Millisecond)
 	}
 	// No healthy job failed by the system.
-	failedRows, err := db.Query(ctx, "SELECT id, coalesce(dead_reason, ''), coalesce(last_error, '') FROM jobs WHERE id = ANY($1) AND status = 'failed' LIMIT 10", ids)
+	failedRows, err := db.Query(ctx, `
+		SELECT id, name, coalesce(dead_reason, ''), coalesce(last_error, ''), coalesce(worker_id, ''), attempts, errors::text
+		FROM jobs WHERE id = ANY($1) AND status = 'failed' LIMIT 10`, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for failedRows.Next() {
 		var id int64
-		var reason, lastErr string
-		if err := failedRows.Scan(&id, &reason, &lastErr); err != nil {
+		var attempts int
+		var name, reason, lastErr, worker, errs string
+		if err := failedRows.Scan(&id, &name, &reason, &lastErr, &worker, &attempts, &errs); err != nil {
 			t.Fatal(err)
 		}
-		t.Errorf("healthy job %d failed: %s %s", id, reason, lastErr)
+		t.Errorf("healthy job %d (%s) failed on %s after %d attempts: %s %s; attempts: %s", id, name, worker, attempts, reason, lastErr, errs)
 	}
 	failedRows.Close()
 
-	// No stale result applied: each job completed under the last lease it
-	// was given, and that lease ended in no other way (no reclaim, failure
-	// or hand-back with its token).
-	var stale int
-	var example *int64
-	if err := db.QueryRow(ctx, `
-		WITH last AS (
-			SELECT DISTINCT ON (job_id) job_id, token FROM chaos_leases WHERE job_id = ANY($1) ORDER BY job_id, id DESC)
-		SELECT count(*), min(j.id) FROM jobs j LEFT JOIN last ON last.job_id = j.id
-		WHERE j.id = ANY($1) AND j.status = 'completed' AND (
-		      last.token IS DISTINCT FROM j.last_lease_token
-		   OR EXISTS (SELECT 1 FROM jsonb_array_elements(j.errors) e WHERE (e->>'token')::bigint = j.last_lease_token)
-		   OR EXISTS (SELECT 1 FROM job_events v WHERE v.job_id = j.id AND v.kind = 'released' AND (v.detail->>'token')::bigint = j.last_lease_token))`,
-		ids).Scan(&stale, &example); err != nil {
-		t.Fatal(err)
-	}
-	if stale != 0 {
-		t.Errorf("stale result applied: %d jobs completed under a lease that was not their last or also ended otherwise (e.g. job %d)", stale, *example)
-	}
-
-	// At most one leader's writes per epoch: every coordinator's UPDATE of
-	// jobs was made by the leader coordinator_leader names for its epoch.
-	var epochs []string
-	rows, err := db.Query(ctx, `
-		SELECT epoch, string_agg(DISTINCT app, ',' ORDER BY app), min(leader), sum(rows)
-		FROM chaos_writes WHERE app LIKE 'coord-%' GROUP BY epoch ORDER BY epoch`)
+	// No stale result applied.
+	stale, example, err := staleCompletions(ctx, db, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var epoch, n int64
-		var apps, leader string
-		if err := rows.Scan(&epoch, &apps, &leader, &n); err != nil {
-			t.Fatal(err)
-		}
-		epochs = append(epochs, fmt.Sprintf("%d: %s (%d rows)", epoch, apps, n))
-		if apps != leader {
-			t.Errorf("epoch %d: jobs were written by %s; its leader is %s", epoch, apps, leader)
-		}
+	if stale != 0 {
+		t.Errorf("stale result applied: %d jobs completed under a lease that was not their last or also ended otherwise (e.g. job %d)", stale, example)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	// At most one leader's writes per epoch.
+	epochs, problems, err := epochWriters(ctx, db)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
 	}
 
 	var byWorker []string
@@ -418,6 +398,54 @@ func checkChaos(t *testing.T, ctx context.Context, h *hostCluster, db *pgx.Conn,
 		len(ids), refused, strings.Join(byWorker, ", "), strings.Join(epochs, "; "), staleRejected)
 }
 
+// staleCompletions counts the jobs of ids that completed under a lease
+// other than the last one they were given (chaos_leases), or under one that
+// also ended otherwise (a reclaim, failure or hand-back with its token):
+// a stale result applied. example is one of them.
+func staleCompletions(ctx context.Context, db *pgx.Conn, ids []int64) (n int, example int64, err error) {
+	var ex *int64
+	err = db.QueryRow(ctx, `
+		WITH last AS (
+			SELECT DISTINCT ON (job_id) job_id, token FROM chaos_leases WHERE job_id = ANY($1) ORDER BY job_id, id DESC)
+		SELECT count(*), min(j.id) FROM jobs j LEFT JOIN last ON last.job_id = j.id
+		WHERE j.id = ANY($1) AND j.status = 'completed' AND (
+		      last.token IS DISTINCT FROM j.last_lease_token
+		   OR EXISTS (SELECT 1 FROM jsonb_array_elements(j.errors) e WHERE (e->>'token')::bigint = j.last_lease_token)
+		   OR EXISTS (SELECT 1 FROM job_events v WHERE v.job_id = j.id AND v.kind = 'released' AND (v.detail->>'token')::bigint = j.last_lease_token))`,
+		ids).Scan(&n, &ex)
+	if ex != nil {
+		example = *ex
+	}
+	return n, example, err
+}
+
+// epochWriters reads chaos_writes: summary has, per epoch, which
+// coordinators wrote jobs and how many rows; problems names every epoch in
+// which a coordinator other than the leader coordinator_leader named for
+// it wrote jobs (two leaders' writes in one epoch, or a deposed leader's
+// write landing in its successor's).
+func epochWriters(ctx context.Context, db *pgx.Conn) (summary, problems []string, err error) {
+	rows, err := db.Query(ctx, `
+		SELECT epoch, string_agg(DISTINCT app, ',' ORDER BY app), string_agg(DISTINCT coalesce(leader, ''), ','), sum(rows)
+		FROM chaos_writes WHERE app LIKE 'coord-%' GROUP BY epoch ORDER BY epoch`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var epoch, n int64
+		var apps, leader string
+		if err := rows.Scan(&epoch, &apps, &leader, &n); err != nil {
+			return nil, nil, err
+		}
+		summary = append(summary, fmt.Sprintf("%d: %s (%d rows)", epoch, apps, n))
+		if apps != leader {
+			problems = append(problems, fmt.Sprintf("epoch %d: jobs were written by %s; its leader is %s", epoch, apps, leader))
+		}
+	}
+	return summary, problems, rows.Err()
+}
+
 // chaosLoad submits jobs through the submitter at a steady rate, cycling
 // through names each worker group serves, and records every 201 and when
 // it came, and every refusal (an error status or no answer).
@@ -428,8 +456,9 @@ type chaosLoad struct {
 
 	mu      sync.Mutex
 	ids     []int64
-	times   []time.Time
-	refused []time.Time
+	sent    []time.Time // when each 201's request was sent
+	times   []time.Time // when each 201 came
+	refused []time.Time // when each refused request was sent
 }
 
 // chaosJobs are the jobs the load cycles through: a built-in (worker-a or
@@ -461,9 +490,10 @@ func startChaosLoad(c *cluster, rate int) *chaosLoad {
 				case <-tick.C:
 				}
 				body, _ := json.Marshal(chaosJobs[i%len(chaosJobs)])
+				sent := time.Now()
 				resp, err := client.Post(c.submitter+"/submit_job", "application/json", bytes.NewReader(body))
 				if err != nil {
-					l.refuse()
+					l.refuse(sent)
 					continue
 				}
 				var out struct {
@@ -472,7 +502,7 @@ func startChaosLoad(c *cluster, rate int) *chaosLoad {
 				_ = json.NewDecoder(resp.Body).Decode(&out)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusCreated {
-					l.refuse()
+					l.refuse(sent)
 					continue
 				}
 				id, err := strconv.ParseInt(out.JobID, 10, 64)
@@ -481,6 +511,7 @@ func startChaosLoad(c *cluster, rate int) *chaosLoad {
 				}
 				l.mu.Lock()
 				l.ids = append(l.ids, id)
+				l.sent = append(l.sent, sent)
 				l.times = append(l.times, time.Now())
 				l.mu.Unlock()
 			}
@@ -489,17 +520,19 @@ func startChaosLoad(c *cluster, rate int) *chaosLoad {
 	return l
 }
 
-func (l *chaosLoad) refuse() {
+func (l *chaosLoad) refuse(sent time.Time) {
 	l.mu.Lock()
-	l.refused = append(l.refused, time.Now())
+	l.refused = append(l.refused, sent)
 	l.mu.Unlock()
 }
 
-// during counts the 201s and refusals between from and to.
+// during counts the submissions sent between from and to that were
+// answered 201, and those that were not (an error status or no answer
+// within the client's timeout).
 func (l *chaosLoad) during(from, to time.Time) (accepted, refused int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, at := range l.times {
+	for _, at := range l.sent {
 		if !at.Before(from) && at.Before(to) {
 			accepted++
 		}
@@ -514,14 +547,24 @@ func (l *chaosLoad) during(from, to time.Time) (accepted, refused int) {
 
 // acceptedIDsBefore lists the jobs answered 201 before t.
 func (l *chaosLoad) acceptedIDsBefore(t time.Time) []int64 {
-	return l.acceptedIDsBetween(time.Time{}, t)
-}
-
-func (l *chaosLoad) acceptedIDsBetween(from, to time.Time) []int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var ids []int64
 	for i, at := range l.times {
+		if at.Before(t) {
+			ids = append(ids, l.ids[i])
+		}
+	}
+	return ids
+}
+
+// sentIDsBetween lists the jobs answered 201 whose request was sent
+// between from and to.
+func (l *chaosLoad) sentIDsBetween(from, to time.Time) []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []int64
+	for i, at := range l.sent {
 		if !at.Before(from) && at.Before(to) {
 			ids = append(ids, l.ids[i])
 		}
@@ -549,4 +592,63 @@ func (l *chaosLoad) stop() (ids []int64, refused int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]int64(nil), l.ids...), len(l.refused)
+}
+
+// The checker catches what it looks for: a deposed leader's completion of
+// a job under a lease its successor had already reclaimed is both a stale
+// result applied and a write of two coordinators in one epoch; a clean
+// claim and completion is neither.
+func TestChaosCheckerCatchesViolations(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t, time.Minute)
+	db, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	installWriteRecorder(t, ctx, db)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	as := func(app string) { exec("SELECT set_config('application_name', $1, false)", app) }
+	lead := func(epoch int, id string) {
+		exec("UPDATE coordinator_leader SET epoch = $1, leader_id = $2", epoch, id)
+	}
+	var bad, good int64
+	if err := db.QueryRow(ctx, "INSERT INTO jobs (name) VALUES ('noop'), ('noop') RETURNING id").Scan(&bad); err != nil {
+		t.Fatal(err)
+	}
+	good = bad + 1
+	claim := "UPDATE jobs SET status = 'leased', attempts = attempts + 1, lease_token = $2, worker_id = 'w' WHERE id = $1"
+	complete := "UPDATE jobs SET status = 'completed', lease_token = NULL, last_lease_token = $2, finished_at = now() WHERE id = $1"
+
+	lead(1, "coord-1")
+	as("coord-1")
+	exec(claim, bad, 111)
+	lead(2, "coord-2")
+	as("coord-2")
+	exec("UPDATE jobs SET lease_token = NULL, status = 'pending', errors = jsonb_build_array(jsonb_build_object('token', 111)) WHERE id = $1", bad)
+	exec(claim, bad, 222)
+	exec(claim, good, 333)
+	exec(complete, good, 333)
+	as("coord-1") // deposed, its result for lease 111 applied regardless
+	exec(complete, bad, 111)
+
+	n, example, err := staleCompletions(ctx, db, []int64{bad, good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || example != bad {
+		t.Errorf("staleCompletions = %d (e.g. %d), want 1 (job %d)", n, example, bad)
+	}
+	_, problems, err := epochWriters(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], "epoch 2: jobs were written by coord-1,coord-2") {
+		t.Errorf("epochWriters problems = %q, want one for epoch 2", problems)
+	}
 }
