@@ -1,10 +1,13 @@
 package store_test
 
 import (
+	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
 )
 
 // TestJobCleanupRacesRequeue checks that retention never deletes a job
@@ -65,5 +68,48 @@ func TestJobCleanupRacesRequeue(t *testing.T) {
 	}
 	if j := e.get(t, requeued); j.State != job.StatePending {
 		t.Errorf("requeued job is %s, want pending", j.State)
+	}
+}
+
+// TestJobCleanupKeepsParentsOfWaitingCallback: retention does not delete a
+// finished job while a batch callback that waits on it has not fired, so
+// the callback's payload lists every job of its batch; once it has fired,
+// the job goes like any other.
+func TestJobCleanupKeepsParentsOfWaitingCallback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insert(t, store.JobInsertParams{Name: "a"}, store.JobInsertParams{Name: "b"},
+		store.JobInsertParams{Name: "cb", Callback: true})
+	a, b, cb := ids[0], ids[1], ids[2]
+	// a finished long ago; b still runs, so the callback waits.
+	e.exec(t, `UPDATE jobs SET status = 'completed', result = '"done a"', finished_at = now() - interval '48 hours' WHERE id = $1`, a)
+	e.exec(t, `UPDATE jobs SET status = 'leased', lease_token = 1, worker_id = 'w' WHERE id = $1`, b)
+	if st := e.get(t, cb).State; st != job.StateWaiting {
+		t.Fatalf("callback is %s, want waiting", st)
+	}
+	if n, err := e.s.JobCleanup(e.ctx, e.epoch, time.Hour, time.Hour, 100); err != nil || n != 0 {
+		t.Errorf("cleanup while the callback waits deleted %d, %v; want 0", n, err)
+	}
+	e.exec(t, `UPDATE jobs SET status = 'completed', result = '"done b"', finished_at = now(), lease_token = NULL WHERE id = $1`, b)
+	j := e.get(t, cb)
+	if j.State != job.StatePending {
+		t.Fatalf("callback is %s, want pending", j.State)
+	}
+	var payload struct {
+		Jobs []struct {
+			JobID  string          `json:"job_id"`
+			Status string          `json:"status"`
+			Result json.RawMessage `json:"result"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(j.Payload, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if len(payload.Jobs) != 2 || payload.Jobs[0].JobID != strconv.FormatInt(a, 10) || string(payload.Jobs[0].Result) != `"done a"` {
+		t.Errorf("callback payload %s, want the outcomes of jobs %d and %d", j.Payload, a, b)
+	}
+	// The callback has fired: a is only an old finished job now.
+	if n, err := e.s.JobCleanup(e.ctx, e.epoch, time.Hour, time.Hour, 100); err != nil || n != 1 {
+		t.Errorf("cleanup after the callback fired deleted %d, %v; want job %d", n, err, a)
 	}
 }
