@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtsched/dts/internal/netns"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
 )
@@ -23,7 +24,28 @@ import (
 // dispatch stood still.
 func TestRedisSentinelFailover(t *testing.T) {
 	t.Parallel()
-	g := redistest.StartSentinels(t)
+	testSentinelFailover(t, redistest.StartSentinels(t))
+}
+
+// TestRedisSentinelFailoverHosts is TestRedisSentinelFailover with the
+// master, the replica and each of the three sentinels on a host of its
+// own, as in production: replication, the sentinels' gossip and their
+// vote go over links between hosts, and the clients (the dts processes,
+// on the test's side of the bridge) reach every one at its host's
+// address. It skips the test without root, ip or iptables.
+func TestRedisSentinelFailoverHosts(t *testing.T) {
+	t.Parallel()
+	n := netns.New(t) // its cleanup runs last: after every process is gone
+	var hosts []*netns.Host
+	for _, name := range []string{"redis-master", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"} {
+		hosts = append(hosts, n.AddHost(name))
+	}
+	testSentinelFailover(t, redistest.StartSentinelsIn(t, hosts...))
+}
+
+// testSentinelFailover runs the dts processes against g and kills g's
+// master under continuous submissions.
+func testSentinelFailover(t *testing.T, g *redistest.Sentinels) {
 	c := &cluster{t: t, logDir: t.TempDir(), dbURL: pgtest.NewDatabase(t), redis: g.Master}
 	c.base = append([]string{"DATABASE_URL=" + c.dbURL, "PATH=" + os.Getenv("PATH")}, fastEnv...)
 	c.base = append(c.base,

@@ -13,7 +13,8 @@
 //     an empty one on the same port, the way a crashed Redis without
 //     persistence comes back). It is stopped when the test ends.
 //   - A Redis Sentinel group per test, from StartSentinels(t): a master, a
-//     replica and three sentinels, for tests of a failover.
+//     replica and three sentinels, for tests of a failover
+//     (StartSentinelsIn: each on a network namespace's host of its own).
 //
 // Every server listens on a free 127.0.0.1 port (StartIn: an address of a
 // network namespace the test made) with persistence off

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/netns"
 )
 
 // Sentinel timings: a master silent for SentinelDownAfter is down, and a
@@ -19,8 +21,9 @@ const (
 
 // Sentinels is a Redis master, one replica of it and three sentinels that
 // watch it under the name MasterName, quorum 2, every one on a free
-// loopback port in a directory of its own, like Start's servers. The two
-// data servers require Password, the sentinels SentinelPassword.
+// loopback port (StartSentinelsIn: on a host of its own) in a directory
+// of its own, like Start's servers. The two data servers require
+// Password, the sentinels SentinelPassword.
 //
 // The sentinels are redis-server --sentinel, which is what Debian's
 // redis-sentinel runs.
@@ -47,16 +50,49 @@ const (
 // five are stopped when the test ends.
 func StartSentinels(t testing.TB) *Sentinels {
 	t.Helper()
+	return startSentinels(t, make([]*netns.Host, 5))
+}
+
+// StartSentinelsIn is StartSentinels with each of the five on a host of
+// its own: hosts are the master's, the replica's and the three
+// sentinels', in that order. The replica replicates from the master's
+// host address and the sentinels announce their hosts' addresses, so
+// every link between them is a link between two hosts, and a partition
+// cuts it.
+func StartSentinelsIn(t testing.TB, hosts ...*netns.Host) *Sentinels {
+	t.Helper()
+	if len(hosts) != 5 {
+		t.Fatalf("redistest: StartSentinelsIn takes 5 hosts (master, replica, 3 sentinels), got %d", len(hosts))
+	}
+	return startSentinels(t, hosts)
+}
+
+// startSentinels starts the five, each on its host in hosts (nil: on
+// the loopback of this process's namespace).
+func startSentinels(t testing.TB, hosts []*netns.Host) *Sentinels {
+	t.Helper()
 	g := &Sentinels{}
 	t.Cleanup(g.stop)
+	on := func(s *Server, h *netns.Host) *Server {
+		if h != nil {
+			s.host, s.netns = h.IP, h.File()
+		}
+		return s
+	}
 	// No wait for more replicas before a full sync starts (5 s by default).
 	data := []string{"--requirepass", Password, "--masterauth", Password, "--repl-diskless-sync-delay", "0"}
 	var err error
-	if g.Master, err = launchNew(&Server{password: Password, args: data}); err != nil {
+	if g.Master, err = launchNew(on(&Server{password: Password, args: data}, hosts[0])); err != nil {
 		t.Fatalf("redistest: sentinel master: %v", err)
 	}
-	replicaOf := slices.Concat(data, []string{"--replicaof", "127.0.0.1", strconv.Itoa(g.Master.port)})
-	if g.Replica, err = launchNew(&Server{password: Password, args: replicaOf}); err != nil {
+	replicaOf := slices.Concat(data, []string{"--replicaof", g.Master.bindHost(), strconv.Itoa(g.Master.port)})
+	replica := on(&Server{password: Password, args: replicaOf}, hosts[1])
+	if replica.host != "" {
+		// What the master and, through it, the sentinels give as the
+		// replica's address: the one the clients reach it at.
+		replica.args = append(replica.args, "--replica-announce-ip", replica.host)
+	}
+	if g.Replica, err = launchNew(replica); err != nil {
 		t.Fatalf("redistest: sentinel replica: %v", err)
 	}
 	waitFor(t, "the replica to sync", func() (bool, error) {
@@ -66,17 +102,22 @@ func StartSentinels(t testing.TB) *Sentinels {
 	// A sentinel finds the replica in the master's INFO, which it reads at
 	// once when it starts and only every 10 s after: the replica is in
 	// sync first.
-	conf := fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]d 2
+	conf := fmt.Sprintf(`sentinel monitor %[1]s %[7]s %[2]d 2
 sentinel down-after-milliseconds %[1]s %[3]d
 sentinel failover-timeout %[1]s %[4]d
 sentinel parallel-syncs %[1]s 1
 sentinel auth-pass %[1]s %[5]s
 requirepass %[6]s
 sentinel sentinel-pass %[6]s
-`, MasterName, g.Master.port, SentinelDownAfter.Milliseconds(), SentinelFailoverTimeout.Milliseconds(), Password, SentinelPassword)
-	for range 3 {
-		s, err := launchNew(&Server{password: SentinelPassword, sentinel: conf})
-		if err != nil {
+`, MasterName, g.Master.port, SentinelDownAfter.Milliseconds(), SentinelFailoverTimeout.Milliseconds(), Password, SentinelPassword, g.Master.bindHost())
+	for _, h := range hosts[2:] {
+		s := on(&Server{password: SentinelPassword, sentinel: conf}, h)
+		if h != nil {
+			// The address the other sentinels and the clients reach this
+			// one at, whatever its socket to the master shows.
+			s.sentinel += "sentinel announce-ip " + h.IP + "\n"
+		}
+		if s, err = launchNew(s); err != nil {
 			t.Fatalf("redistest: sentinel: %v", err)
 		}
 		g.sentinels = append(g.sentinels, s)
