@@ -197,8 +197,9 @@ func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, er
 	if d.idle == nil || len(d.idle) > maxSplitters {
 		d.idle = map[string]bool{} // bounded as the splitters are
 	}
-	offered, total := 0, 0
+	offered, total, free := 0, 0, 0
 	for i, g := range groups {
+		free += len(g.Slots)
 		if !scope.all && d.idle[groupKey(g)] && !scope.wake.Handles(g.Types) {
 			groups[i].Slots = nil
 			continue
@@ -229,7 +230,9 @@ func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, er
 	if err == nil {
 		d.claimSize = nextClaimSize(d.claimSize, offered, total, more, d.cfg.ClaimBatch)
 	}
-	d.l.slots.set(more || offered == 0 || err != nil)
+	// An idle group skipped has free slots and no due job: it is no sign
+	// that jobs wait for slots.
+	d.l.slots.set(more || free == 0 || err != nil)
 	return more, err
 }
 

@@ -78,6 +78,9 @@ func TestDispatchIdleGroupsWaitForTheirNames(t *testing.T) {
 	if got := rec.take(); len(got) != 0 {
 		t.Fatalf("a round with nothing new claimed for idle groups %v", got)
 	}
+	if d.l.slots.bound.Load() {
+		t.Fatal("a round that skipped idle groups with free slots says due jobs wait for slots")
+	}
 
 	insert("t07")
 	round(roundScope{wake: wire.Wake{Names: []string{"t07"}}})
