@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ var redisACL = map[string]string{
 	"dts-coordinator": "on >coordinator-pw resetkeys resetchannels ~dts:* ~dead_letter_queue ~dead_letter_queue:rebuild ~dead_letter_queue:epoch &dts:wakeup " +
 		"-@all +ping +hello +auth +select +time +evalsha +eval " +
 		"+lpush +rpush +del +rename +llen +lrange +lrem +get +set +exists +multi +exec " +
-		"+xread +xrevrange +xreadgroup +xgroup|create +xack +xdel +subscribe +unsubscribe",
+		"+xread +xrevrange +xreadgroup +xgroup|create +xack +xdel +xinfo|groups +xpending +xrange +subscribe +unsubscribe",
 	"dts-submitter": "on >submitter-pw resetkeys resetchannels ~dts:worker:*:control &dts:wakeup " +
 		"-@all +ping +hello +auth +select +lpush +publish",
 	"dts-worker-w1": "on >worker-pw resetkeys resetchannels ~dts:worker:w1:jobs ~dts:worker:w1:control ~dts:heartbeats ~dts:results " +
@@ -196,10 +197,10 @@ func TestRedisACLUsers(t *testing.T) {
 	url := func(user, pw string) string {
 		return "REDIS_URL=redis://" + user + ":" + pw + "@" + c.redis.Addr() + "/0"
 	}
-	c.start("c1", "coordinator", "COORDINATOR_ADDR", "COORDINATOR_ID=c1", url("dts-coordinator", "coordinator-pw"))
+	c1 := c.start("c1", "coordinator", "COORDINATOR_ADDR", "COORDINATOR_ID=c1", url("dts-coordinator", "coordinator-pw"))
 	p := c.start("submitter", "submitter", "SUBMITTER_ADDR", url("dts-submitter", "submitter-pw"))
 	c.submitter = p.url
-	c.startWorker("w1", url("dts-worker-w1", "worker-pw"))
+	w1 := c.startWorker("w1", url("dts-worker-w1", "worker-pw"))
 
 	done := c.submit(map[string]any{"name": "noop"})
 	dead := c.submit(map[string]any{"name": "test_job", "payload": "invalid_job_1", "max_retries": 1})
@@ -221,6 +222,26 @@ func TestRedisACLUsers(t *testing.T) {
 	if n, err := admin.LLen(ctx, "dead_letter_queue").Result(); err != nil || n < 1 {
 		t.Errorf("dead_letter_queue has %d entries (%v)", n, err)
 	}
+	// A clean stop: the leader releases what the worker left once its
+	// results are applied (which it checks on the results stream), then
+	// forgets it.
+	w1.signal(t, syscall.SIGTERM)
+	c.eventually(30*time.Second, "the stopped worker forgotten by the leader", func() bool {
+		var ws struct {
+			Workers []struct {
+				ID string `json:"worker_id"`
+			} `json:"workers"`
+		}
+		resp, err := http.Get(c1.url + "/workers")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if json.NewDecoder(resp.Body).Decode(&ws) != nil {
+			return false
+		}
+		return len(ws.Workers) == 0
+	})
 	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
 	if err != nil {
 		t.Fatal(err)
