@@ -42,11 +42,8 @@ func TestPGFailoverPrimaryKilled(t *testing.T) {
 // asynchronous standby, which may lose the jobs accepted in the last
 // moment before the kill: it reports how many, and fails if any was
 // accepted more than a second before (the lag docs/operations.md
-// promises). Set DTS_TEST_PG_ASYNC=1 to run it.
+// promises).
 func TestPGFailoverAsyncKilled(t *testing.T) {
-	if os.Getenv("DTS_TEST_PG_ASYNC") == "" {
-		t.Skip("set DTS_TEST_PG_ASYNC=1 to measure what an asynchronous standby loses")
-	}
 	t.Parallel()
 	runPGFailover(t, pgtest.PairOptions{}, func(p *pgtest.Pair) { p.Primary.Kill() })
 }

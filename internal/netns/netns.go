@@ -23,7 +23,7 @@
 //   - Processes started in a host (Host.File with childproc.StartInNetns,
 //     or Host.Command) are the caller's to stop, before the network goes.
 //
-// It needs root, iproute2 (ip) and iptables; New skips the test without
+// It needs root, iproute2 (ip) and iptables; New fails the test without
 // them. Only _test.go files import this package.
 package netns
 
@@ -100,15 +100,16 @@ type rule struct {
 
 // New makes an empty network: a bridge with Gateway on a /24 of its own.
 // It is removed with its hosts when the test ends. Without root,
-// iproute2 or iptables it skips the test.
+// iproute2 or iptables it fails the test: `make test` installs them and
+// runs as root (a skipped test would check nothing).
 func New(t testing.TB) *Network {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("netns: hosts need root (network namespaces, iptables)")
+		t.Fatal("netns: hosts need root (network namespaces, iptables)")
 	}
 	for _, tool := range []string{"ip", "iptables"} {
 		if _, err := lookTool(tool); err != nil {
-			t.Skipf("netns: %s not found (deploy/local/prereqs.sh test installs it)", tool)
+			t.Fatalf("netns: %s not found (deploy/local/prereqs.sh test installs it)", tool)
 		}
 	}
 	removeStale()

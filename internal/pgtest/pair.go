@@ -62,7 +62,7 @@ type PairOptions struct {
 	Sync bool
 	// PartitionablePrimary runs the primary in a network namespace of its
 	// own, joined to this one by a veth pair, so that Partition can cut
-	// it off. It needs root and iproute2; StartPair skips the test
+	// it off. It needs root and iproute2; StartPair fails the test
 	// without them.
 	PartitionablePrimary bool
 }
@@ -409,13 +409,13 @@ var netSeq atomic.Int64
 
 // isolate makes a network namespace for the node, joined to this one by a
 // veth pair on a /30 of 10.213.0.0/16, and removed at cleanup. Without
-// root or iproute2 it skips the test.
+// root or iproute2 it fails the test.
 func (n *Node) isolate(t testing.TB) error {
 	if os.Geteuid() != 0 {
-		t.Skip("pgtest: a partitionable primary needs root (network namespaces)")
+		t.Fatal("pgtest: a partitionable primary needs root (network namespaces)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("pgtest: a partitionable primary needs iproute2 (ip)")
+		t.Fatal("pgtest: a partitionable primary needs iproute2 (ip; deploy/local/prereqs.sh test installs it)")
 	}
 	seq := netSeq.Add(1)
 	// Names unique across concurrent test binaries: the pid and a sequence.
@@ -433,7 +433,7 @@ func (n *Node) isolate(t testing.TB) error {
 		return nil
 	}
 	if err := ip("netns", "add", n.netns); err != nil {
-		t.Skipf("pgtest: cannot make a network namespace: %v", err)
+		t.Fatalf("pgtest: cannot make a network namespace: %v", err)
 	}
 	// Recorded, so that removeStale deletes it if this binary dies first.
 	_ = os.WriteFile(filepath.Join(n.dir, netnsFileName), []byte(n.netns), 0o644)
