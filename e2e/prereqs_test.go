@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,13 +49,14 @@ func TestPrereqs(t *testing.T) {
 	}
 	run := func(t *testing.T, path, pgLib, sbin string, args ...string) (string, error) {
 		cmd := exec.Command(bash, append([]string{script}, args...)...)
-		cmd.Env = []string{"PATH=" + path, "DTS_PG_LIB=" + pgLib, "DTS_SBIN=" + sbin}
+		cmd.Env = []string{"PATH=" + path, "DTS_PG_LIB=" + pgLib, "DTS_SBIN=" + sbin,
+			"DTS_PYTHON=" + filepath.Join(path, "python3")} // a python3 in the case's PATH has redis
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 
-	all := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "make"}
-	allButPgbouncer := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "make"}
+	all := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "python3", "node", "npm", "make"}
+	allButPgbouncer := []string{"redis-server", "redis-sentinel", "prometheus", "promtool", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "python3", "node", "npm", "make"}
 	for _, tc := range []struct {
 		name, profile string
 		have          []string
@@ -62,16 +64,17 @@ func TestPrereqs(t *testing.T) {
 		sbin          []string // in DTS_SBIN, off PATH
 		missing       string   // the exact list it must name; "" for none
 	}{
-		{"test, nothing installed", "test", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 iptables"},
-		{"ci, nothing installed", "ci", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 iptables make"},
+		{"test, nothing installed", "test", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 iptables python3-redis nodejs npm"},
+		{"ci, nothing installed", "ci", nil, false, nil, "postgresql redis-server prometheus curl redis-sentinel pgbouncer gcc procps chromium iproute2 iptables python3-redis nodejs npm make"},
 		{"up, nothing installed", "up", nil, false, nil, "postgresql redis-server prometheus curl"},
 		{"up with external stores", "up-external", nil, false, nil, "prometheus curl"},
-		{"test, only promtool missing", "test", []string{"redis-server", "redis-sentinel", "prometheus", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "iptables"}, true, nil, "prometheus"},
+		{"test, only promtool missing", "test", []string{"redis-server", "redis-sentinel", "prometheus", "pgbouncer", "curl", "gcc", "pgrep", "chromium", "ip", "iptables", "python3", "node", "npm"}, true, nil, "prometheus"},
 		{"ci, only pgbouncer missing", "ci", allButPgbouncer, true, nil, "pgbouncer"},
 		{"up, only postgresql missing", "up", []string{"redis-server", "prometheus", "curl"}, false, nil, "postgresql"},
 		{"ci, everything there", "ci", all, true, nil, ""},
 		{"ci, pgbouncer in sbin only", "ci", allButPgbouncer, true, []string{"pgbouncer"}, ""},
-		{"test, iptables in sbin only", "test", all[:len(all)-2], true, []string{"iptables"}, ""},
+		{"test, iptables in sbin only", "test", slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == "iptables" }), true, []string{"iptables"}, ""},
+		{"test, only the SDKs' tools missing", "test", all[:len(all)-4], true, nil, "python3-redis nodejs npm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pgLib := t.TempDir()

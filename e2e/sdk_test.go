@@ -268,3 +268,74 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(fmt.Errorf("write %s: %w", path, err))
 	}
 }
+
+// TestReadmeOutsideModule follows the README's words for using the worker
+// library and the client from another module before they are published: it
+// runs the shell block the README marks, in a new module holding a user's
+// program, with DTS the checkout and HOME a temporary directory, then checks
+// that the program and dtsctl were built. Modules come from the local
+// module cache only.
+func TestReadmeOutsideModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links a worker program and dtsctl: several seconds on a warm build cache")
+	}
+	t.Parallel()
+	root := repoRoot(t)
+	block := readmeBlock(t, filepath.Join(root, "README.md"), "<!-- outside-module:")
+	// HOME is new, so the caches are named: a cold build cache would take a
+	// minute.
+	goEnv := strings.Fields(goOutput(t, root, nil, "env", "GOMODCACHE", "GOCACHE"))
+	user, home := t.TempDir(), t.TempDir()
+	env := []string{"DTS=" + root, "HOME=" + home, "GOMODCACHE=" + goEnv[0], "GOCACHE=" + goEnv[1],
+		"GOPROXY=file://" + filepath.ToSlash(filepath.Join(goEnv[0], "cache", "download")),
+		"GOFLAGS=-modcacherw", "GOSUMDB=off", "GOTOOLCHAIN=local", "GOWORK="}
+	writeFile(t, filepath.Join(user, "go.mod"), "module example.com/mine\n\ngo 1.26.8\n")
+	writeFile(t, filepath.Join(user, "main.go"), sdkUserMain)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block+"\ngo build -o mine .\n")
+	cmd.Dir = user
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the README's block failed: %v\n%s\nblock:\n%s", err, out, block)
+	}
+	for _, bin := range []string{filepath.Join(user, "mine"), filepath.Join(home, "go", "bin", "dtsctl")} {
+		if _, err := os.Stat(bin); err != nil {
+			t.Errorf("the README's block did not build %s: %v", bin, err)
+		}
+	}
+	out, err := exec.Command(filepath.Join(home, "go", "bin", "dtsctl"), "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dtsctl") {
+		t.Errorf("dtsctl --help: %v\n%s", err, out)
+	}
+}
+
+func readmeText(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// readmeBlock returns the fenced code block that follows the line starting
+// with marker.
+func readmeBlock(t *testing.T, path, marker string) string {
+	t.Helper()
+	text := readmeText(t, path)
+	i := strings.Index(text, "\n"+marker)
+	if i < 0 {
+		t.Fatalf("%s has no line starting %q", path, marker)
+	}
+	rest := text[i+1:]
+	start := strings.Index(rest, "```")
+	if start < 0 {
+		t.Fatalf("no code block after %q", marker)
+	}
+	rest = rest[start:]
+	rest = rest[strings.Index(rest, "\n")+1:]
+	end := strings.Index(rest, "```")
+	if end < 0 {
+		t.Fatalf("the code block after %q does not end", marker)
+	}
+	return rest[:end]
+}

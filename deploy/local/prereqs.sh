@@ -16,7 +16,9 @@
 #                                    (the console's browser tests), iproute2
 #                                    (the PostgreSQL partition test and the
 #                                    hosts of the chaos test), iptables (the
-#                                    chaos test's partitions)
+#                                    chaos test's partitions), python3-redis
+#                                    and nodejs/npm (the Python and
+#                                    TypeScript SDKs and their conformance runs)
 #   prereqs.sh [--dry-run] ci        test, plus make
 #
 # It installs the missing Debian packages with apt-get (apt-get update
@@ -28,7 +30,8 @@
 # PATH; DTS_PG_LIB (default /usr/lib/postgresql) is where Debian puts
 # PostgreSQL's server binaries, which are not on PATH, and DTS_SBIN
 # (default /usr/sbin) where it puts pgbouncer, ip and iptables, which are
-# not on a non-root PATH.
+# not on a non-root PATH; DTS_PYTHON (default /usr/bin/python3) is the
+# Python that Debian's python3-* packages serve (not a python3 first on PATH).
 set -euo pipefail
 
 dry=0
@@ -39,6 +42,7 @@ fi
 profile=${1:-}
 pg_lib=${DTS_PG_LIB:-/usr/lib/postgresql}
 sbin=${DTS_SBIN:-/usr/sbin}
+python=${DTS_PYTHON:-/usr/bin/python3} # Debian's, which python3-* packages serve
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -94,6 +98,11 @@ if [[ $profile == test || $profile == ci ]]; then
 	need chromium 'have chromium'
 	need iproute2 'have ip || [[ -x $sbin/ip ]]'
 	need iptables 'have iptables || [[ -x $sbin/iptables ]]'
+	# The SDKs' tests and conformance runs: the Python SDK runs on Debian's
+	# python3 with python3-redis; the TypeScript SDK builds with npm.
+	need python3-redis '"$python" -c "import redis" 2>/dev/null'
+	need nodejs 'have node'
+	need npm 'have npm'
 fi
 [[ $profile != ci ]] || need make 'have make'
 
