@@ -10,6 +10,7 @@ import (
 	"github.com/dtsched/dts/coordinator/internal/registry"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -51,7 +52,7 @@ type dispatchQueue interface {
 // limited claim and the other (limitShare).
 type dispatcher struct {
 	base
-	loop
+	startstop.Loop
 	store dispatchStore
 	queue dispatchQueue
 	// claimSize is how many slots the next round offers (nextClaimSize).
@@ -120,7 +121,7 @@ const defaultClaimCooldown = 2 * time.Millisecond
 
 // Start starts dispatching; Stop stops it.
 func (d *dispatcher) Start(ctx context.Context) error {
-	d.start(ctx, d.run)
+	d.StartLoop(ctx, d.run)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -38,7 +39,7 @@ type heartbeatQueue interface {
 // clock, since silence it could not hear proves nothing.
 type heartbeatReader struct {
 	base
-	loop
+	startstop.Loop
 	store   heartbeatStore
 	queue   heartbeatQueue
 	allowed func(ctx context.Context, hb wire.Heartbeat) bool // worker credentials (auth.go)
@@ -49,7 +50,7 @@ const heartbeatReadMax = 1000
 
 // Start starts reading; Stop stops it.
 func (h *heartbeatReader) Start(ctx context.Context) error {
-	h.start(ctx, h.run)
+	h.StartLoop(ctx, h.run)
 	return nil
 }
 

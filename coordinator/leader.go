@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 )
 
@@ -32,12 +33,6 @@ func (c *Coordinator) elect(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-// service is one of the leader's loops.
-type service interface {
-	Start(ctx context.Context) error
-	Stop()
 }
 
 // lead runs the leader's services until leadership is lost or ctx ends.
@@ -75,15 +70,11 @@ func (c *Coordinator) lead(ctx context.Context, epoch int64) {
 	c.mu.Unlock()
 
 	services := c.leaderServices(l)
-	for _, s := range services {
-		_ = s.Start(leadCtx)
-	}
+	_ = startstop.StartAll(leadCtx, services...) // none of them fails to start
 	c.holdLease(leadCtx, l)
 	// Producers before consumers: the dispatcher first, the heartbeat
 	// reader (which keeps leases alive) last.
-	for _, s := range services {
-		s.Stop()
-	}
+	startstop.StopAll(services...)
 	c.mu.Lock()
 	c.leading = nil
 	c.mu.Unlock()
@@ -95,9 +86,9 @@ func (c *Coordinator) lead(ctx context.Context, epoch int64) {
 
 // leaderServices builds the leader's services over this coordinator's
 // store and queue, in the order lead stops them.
-func (c *Coordinator) leaderServices(l *leaderState) []service {
+func (c *Coordinator) leaderServices(l *leaderState) []startstop.Service {
 	b := base{cfg: c.cfg, log: c.log, metrics: c.metrics, l: l}
-	return []service{
+	return []startstop.Service{
 		&scheduler{base: b, store: c.store},
 		&dispatcher{base: b, store: c.store, queue: c.queue},
 		&resultApplier{base: b, store: c.store, queue: c.queue, retry: c.retryDelay,

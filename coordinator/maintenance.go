@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -37,14 +38,14 @@ type maintenanceQueue interface {
 // once a minute (rollup.go).
 type maintainer struct {
 	base
-	loop
+	startstop.Loop
 	store maintenanceStore
 	queue maintenanceQueue
 }
 
 // Start starts the maintenance; Stop stops it.
 func (m *maintainer) Start(ctx context.Context) error {
-	m.start(ctx, m.run)
+	m.StartLoop(ctx, m.run)
 	return nil
 }
 

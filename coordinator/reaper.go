@@ -6,6 +6,7 @@ import (
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -46,7 +47,7 @@ type reaperQueue interface {
 // leadership is confirmed before it.
 type reaper struct {
 	base
-	loop
+	startstop.Loop
 	store reaperStore
 	queue reaperQueue
 	retry store.RetryPolicy
@@ -68,7 +69,7 @@ func (r *reaper) expiredEvery() time.Duration {
 // Start starts reaping, every heartbeat interval / 4 (leases that ran
 // out: expiredEvery); Stop stops it.
 func (r *reaper) Start(ctx context.Context) error {
-	r.start(ctx, r.run)
+	r.StartLoop(ctx, r.run)
 	return nil
 }
 

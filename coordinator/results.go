@@ -15,6 +15,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -58,7 +59,7 @@ type resultQueue interface {
 // not apply them) are not orphaned.
 type resultApplier struct {
 	base
-	loop
+	startstop.Loop
 	store resultStore
 	queue resultQueue
 	// allowed drops results from workers the leader has not registered
@@ -101,7 +102,7 @@ const maxResultBytes = 1 << 20
 
 // Start starts applying results; Stop stops it.
 func (a *resultApplier) Start(ctx context.Context) error {
-	a.start(ctx, a.run)
+	a.StartLoop(ctx, a.run)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/schedule"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 )
 
@@ -31,13 +32,13 @@ const (
 // stored next tick: each tick is enqueued once, whichever leader looks.
 type scheduler struct {
 	base
-	loop
+	startstop.Loop
 	store scheduleStore
 }
 
 // Start starts the scheduler; Stop stops it.
 func (s *scheduler) Start(ctx context.Context) error {
-	s.start(ctx, s.run)
+	s.StartLoop(ctx, s.run)
 	return nil
 }
 

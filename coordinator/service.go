@@ -13,7 +13,7 @@ import (
 )
 
 // The leader's work is done by six small services, each one loop in its
-// own file with Start and Stop, over narrow interfaces of the store and the
+// own file (a startstop.Service embedding a startstop.Loop), over narrow interfaces of the store and the
 // queue: scheduler (scheduler.go), heartbeatReader (heartbeats.go), dispatcher (dispatch.go),
 // resultApplier (results.go), reaper (reaper.go) and maintainer
 // (maintenance.go). lead (leader.go) starts them when it wins the lease and
@@ -119,31 +119,6 @@ type base struct {
 	log     *slog.Logger
 	metrics *metrics
 	l       *leaderState
-}
-
-// loop runs one service's goroutine: start it once, Stop cancels it and
-// waits for it to return. Stop is idempotent.
-type loop struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (s *loop) start(ctx context.Context, run func(context.Context)) {
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		run(ctx)
-	}()
-}
-
-// Stop stops the service and waits until its loop has returned.
-func (s *loop) Stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	<-s.done
 }
 
 // storeError counts and logs a failed PostgreSQL operation. A write refused

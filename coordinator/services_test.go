@@ -25,6 +25,8 @@ import (
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/startstop"
+	"github.com/dtsched/dts/internal/startstop/startstoptest"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -95,7 +97,7 @@ func (r *rig) results() *resultApplier {
 }
 
 // start starts a service and stops it when the test ends.
-func (r *rig) start(s service) {
+func (r *rig) start(s startstop.Service) {
 	r.t.Helper()
 	if err := s.Start(r.ctx); err != nil {
 		r.t.Fatal(err)
@@ -610,5 +612,22 @@ func TestExpiredScanEveryTenthOfLease(t *testing.T) {
 	rp.tick(r.ctx)
 	if counter.scans != 2 {
 		t.Errorf("a tick a tenth of the lease later: %d scans in all, want 2", counter.scans)
+	}
+}
+
+// TestLeaderServicesStartStop starts and stops each of the leader's
+// services from several goroutines at once: every Stop returns, and none
+// leaves a goroutine behind.
+func TestLeaderServicesStartStop(t *testing.T) {
+	r := newRig(t)
+	for _, s := range []startstop.Service{
+		&dispatcher{base: r.b, store: r.store, queue: r.queue},
+		r.heartbeatReader(),
+		r.results(),
+		r.reaper(),
+		r.scheduler(),
+		&maintainer{base: r.b, store: r.store, queue: r.queue},
+	} {
+		t.Run(fmt.Sprintf("%T", s), func(t *testing.T) { startstoptest.Stress(t, s) })
 	}
 }
