@@ -244,6 +244,9 @@ func TestTokensNeverLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(srv.Close)
 	e := newEnvFrom(t, srv, dbURL)
 	key, _ := e.apiKey("ci", "admin")
@@ -476,6 +479,9 @@ func TestLoopbackWarning(t *testing.T) {
 	cfg := submitter.Config{DatabaseURL: pgtest.NewDatabase(t), RedisURL: redistest.URL(), RedisPrefix: redistest.Prefix(t)}
 	srv, err := submitter.New(t.Context(), cfg, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

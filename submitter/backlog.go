@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dtsched/dts/internal/startstop"
 )
 
 // backlogGuard is the submitter's admission control: with a bound set
@@ -48,24 +50,22 @@ type backlogGuard struct {
 	answered uint64       // which count's answer due holds, by its place in started (mu)
 	counting bool         // a count is running, the one numbered started (mu)
 	carry    int64        // jobs added while it runs whose INSERT began after it was sent (mu)
-	stop     context.CancelFunc
-	done     chan struct{}
+	startstop.Loop
 }
 
-// newBacklogGuard starts counting every interval; max ≤ 0 means no bound,
-// and then nothing runs and admit always says yes.
+// newBacklogGuard returns a guard that Start makes count every interval;
+// max ≤ 0 means no bound, and then nothing runs and admit always says yes.
 func newBacklogGuard(count func(context.Context, int64) (int64, error), max int64, interval time.Duration,
 	log *slog.Logger) *backlogGuard {
-	g := &backlogGuard{count: count, max: max, interval: interval, log: log, done: make(chan struct{})}
-	if max <= 0 {
-		close(g.done)
-		g.stop = func() {}
-		return g
+	return &backlogGuard{count: count, max: max, interval: interval, log: log}
+}
+
+// Start starts counting, when there is a bound.
+func (g *backlogGuard) Start(ctx context.Context) error {
+	if g.max > 0 {
+		g.StartLoop(ctx, g.run)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	g.stop = stop
-	go g.run(ctx)
-	return g
+	return nil
 }
 
 // admit reports whether a submission may be inserted now.
@@ -98,14 +98,7 @@ func (g *backlogGuard) accepted(n int, mark uint64) {
 	}
 }
 
-// Close stops counting.
-func (g *backlogGuard) Close() {
-	g.stop()
-	<-g.done
-}
-
 func (g *backlogGuard) run(ctx context.Context) {
-	defer close(g.done)
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
 	for {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 )
 
@@ -37,13 +38,15 @@ import (
 //     unique.go), and a job without unique_for keeps its one statement.
 //     A batch holding both runs the two statements at once.
 type insertBatcher struct {
-	insert  func(context.Context, []store.JobInsertParams) ([]store.JobInsertResult, error)
-	reqs    chan insertReq
-	max     int           // most rows per statement
-	timeout time.Duration // bounds each statement
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	rows    func(n int) // observes the rows of each statement (metrics); may be nil
+	insert   func(context.Context, []store.JobInsertParams) ([]store.JobInsertResult, error)
+	reqs     chan insertReq
+	max      int           // most rows per statement
+	timeout  time.Duration // bounds each statement
+	flushers []startstop.Loop
+	rows     func(n int) // observes the rows of each statement (metrics); may be nil
+
+	mu       sync.Mutex
+	stopping chan struct{} // made by Start, closed by Stop; nil before Start
 }
 
 type insertReq struct {
@@ -72,26 +75,64 @@ const insertTimeout = 30 * time.Second
 
 func newInsertBatcher(insert func(context.Context, []store.JobInsertParams) ([]store.JobInsertResult, error),
 	flushers, max int, timeout time.Duration, rows func(int)) *insertBatcher {
-	b := &insertBatcher{insert: insert, reqs: make(chan insertReq), max: max, timeout: timeout,
-		stop: make(chan struct{}), rows: rows}
-	b.wg.Add(flushers)
-	for range flushers {
-		go b.run()
-	}
-	return b
+	return &insertBatcher{insert: insert, reqs: make(chan insertReq), max: max, timeout: timeout,
+		flushers: make([]startstop.Loop, flushers), rows: rows}
 }
+
+// Start starts the flushers.
+func (b *insertBatcher) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopping != nil {
+		select {
+		case <-b.stopping:
+		default:
+			return nil // running
+		}
+	}
+	b.stopping = make(chan struct{})
+	for i := range b.flushers {
+		b.flushers[i].StartLoop(ctx, b.run)
+	}
+	return nil
+}
+
+// Stop stops the flushers once the inserts they run have finished. Call it
+// after the HTTP server has shut down; Insert fails until the next Start.
+func (b *insertBatcher) Stop() {
+	b.mu.Lock()
+	if b.stopping != nil {
+		select {
+		case <-b.stopping:
+		default:
+			close(b.stopping)
+		}
+	}
+	b.mu.Unlock()
+	for i := range b.flushers {
+		b.flushers[i].Stop()
+	}
+}
+
+var errInsertsStopped = errors.New("submitter is not running: inserts are stopped")
 
 // Insert inserts one job, with others that arrive meanwhile, and returns
 // its result. If ctx ends first it returns ctx's error; the job may still
 // be inserted, as when a client hangs up just after a commit.
 func (b *insertBatcher) Insert(ctx context.Context, p store.JobInsertParams) (store.JobInsertResult, error) {
+	b.mu.Lock()
+	stopping := b.stopping
+	b.mu.Unlock()
+	if stopping == nil {
+		return store.JobInsertResult{}, errInsertsStopped
+	}
 	done := make(chan insertDone, 1)
 	select {
 	case b.reqs <- insertReq{ctx: ctx, params: p, done: done}:
 	case <-ctx.Done():
 		return store.JobInsertResult{}, ctx.Err()
-	case <-b.stop:
-		return store.JobInsertResult{}, errors.New("submitter is closing")
+	case <-stopping:
+		return store.JobInsertResult{}, errInsertsStopped
 	}
 	select {
 	case d := <-done:
@@ -101,22 +142,14 @@ func (b *insertBatcher) Insert(ctx context.Context, p store.JobInsertParams) (st
 	}
 }
 
-// Close stops the flushers once the inserts they run have finished. Call it
-// after the HTTP server has shut down; Insert fails afterwards.
-func (b *insertBatcher) Close() {
-	close(b.stop)
-	b.wg.Wait()
-}
-
-func (b *insertBatcher) run() {
-	defer b.wg.Done()
+func (b *insertBatcher) run(ctx context.Context) {
 	batch := make([]insertReq, 0, b.max)
 	for {
 		batch = batch[:0]
 		select {
 		case r := <-b.reqs:
 			batch = append(batch, r)
-		case <-b.stop:
+		case <-ctx.Done():
 			return
 		}
 	fill: // everyone who queued while this flusher was busy

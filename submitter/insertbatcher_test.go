@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/startstop/startstoptest"
 	"github.com/dtsched/dts/internal/store"
 )
 
@@ -44,7 +46,8 @@ func TestInsertBatcherCoalescesWhileBusy(t *testing.T) {
 			return out, nil
 		}
 		b := newInsertBatcher(insert, 1, 1000, time.Minute, nil)
-		defer b.Close()
+		_ = b.Start(t.Context())
+		defer b.Stop()
 
 		got := make([]int64, 21)
 		var wg sync.WaitGroup
@@ -89,6 +92,7 @@ func TestInsertBatcherContextsAndClose(t *testing.T) {
 			return make([]store.JobInsertResult, len(ps)), nil
 		}
 		b := newInsertBatcher(insert, 1, 1000, time.Minute, nil)
+		_ = b.Start(t.Context())
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		done := make(chan insertDone, 1)
@@ -96,16 +100,16 @@ func TestInsertBatcherContextsAndClose(t *testing.T) {
 		if d := <-done; !errors.Is(d.err, context.Canceled) || calls != 0 {
 			t.Errorf("canceled submission: err %v after %d statements, want context.Canceled and none", d.err, calls)
 		}
-		b.Close()
+		b.Stop()
 		if _, err := b.Insert(t.Context(), store.JobInsertParams{Name: "late"}); err == nil {
-			t.Error("Insert after Close succeeded")
+			t.Error("Insert after Stop succeeded")
 		}
 	})
 }
 
-// Close waits for the statement running to finish, and that submission
+// Stop waits for the statement running to finish, and that submission
 // gets its answer.
-func TestInsertBatcherCloseWaitsForTheStatementRunning(t *testing.T) {
+func TestInsertBatcherStopWaitsForTheStatementRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := make(chan struct{})
 		insert := func(_ context.Context, ps []store.JobInsertParams) ([]store.JobInsertResult, error) {
@@ -113,6 +117,7 @@ func TestInsertBatcherCloseWaitsForTheStatementRunning(t *testing.T) {
 			return []store.JobInsertResult{{ID: 7, Created: true}}, nil
 		}
 		b := newInsertBatcher(insert, 2, 1000, time.Minute, nil)
+		_ = b.Start(t.Context())
 		var res store.JobInsertResult
 		var err error
 		inserted := make(chan struct{})
@@ -123,7 +128,7 @@ func TestInsertBatcherCloseWaitsForTheStatementRunning(t *testing.T) {
 		synctest.Wait() // in its statement
 		closed := make(chan struct{})
 		go func() {
-			b.Close()
+			b.Stop()
 			close(closed)
 		}()
 		synctest.Wait()
@@ -159,7 +164,8 @@ func TestInsertBatcherSharedStatementAgainstPostgres(t *testing.T) {
 		return st.JobInsert(ctx, ps)
 	}
 	b := newInsertBatcher(insert, 1, 1000, time.Minute, nil)
-	defer b.Close()
+	_ = b.Start(t.Context())
+	defer b.Stop()
 
 	const n, bad = 50, 17
 	reqs := make([]insertReq, n)
@@ -223,7 +229,8 @@ func TestInsertBatcherLookupErrorCreatesNoDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
-	defer b.Close()
+	_ = b.Start(t.Context())
+	defer b.Stop()
 
 	reqs := []insertReq{
 		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "new", Payload: json.RawMessage(`1`)}},
@@ -321,7 +328,8 @@ func TestInsertBatcherKeyDeletedDuringInsert(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
-	defer b.Close()
+	_ = b.Start(t.Context())
+	defer b.Stop()
 
 	reqs := []insertReq{
 		{ctx: ctx, done: make(chan insertDone, 1), params: store.JobInsertParams{Name: "other", IdempotencyKey: "k-other"}},
@@ -370,7 +378,8 @@ func TestInsertBatcherUniqueSharedStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
-	defer b.Close()
+	_ = b.Start(t.Context())
+	defer b.Stop()
 	params := []store.JobInsertParams{
 		unique("u", `{"a":1}`),
 		{Name: "plain"},
@@ -434,7 +443,8 @@ func TestInsertBatcherUniqueRepeatAfterKeyedFirst(t *testing.T) {
 			Unique: &store.Unique{For: time.Hour}}
 	}
 	b := newInsertBatcher(st.JobInsert, 1, 1000, time.Minute, nil)
-	defer b.Close()
+	_ = b.Start(t.Context())
+	defer b.Stop()
 	reqs := []insertReq{
 		{ctx: ctx, done: make(chan insertDone, 1), params: unique("k")},
 		{ctx: ctx, done: make(chan insertDone, 1), params: unique("")},
@@ -528,7 +538,8 @@ func TestInsertBatcherKeepsUniqueApart(t *testing.T) {
 		return out, nil
 	}
 	b := newInsertBatcher(insert, 1, 1000, time.Minute, nil)
-	defer b.Close()
+	_ = b.Start(t.Context())
+	defer b.Stop()
 	u := &store.Unique{For: time.Minute}
 	params := []store.JobInsertParams{{Name: "p1"}, {Name: "u2", Unique: u}, {Name: "p3"}, {Name: "u4", Unique: u}}
 	reqs := make([]insertReq, len(params))
@@ -555,4 +566,30 @@ func TestInsertBatcherKeepsUniqueApart(t *testing.T) {
 	if len(calls) != 1 {
 		t.Errorf("statements %v, want one", calls)
 	}
+}
+
+// A batcher that was never started refuses at once instead of leaving the
+// submission waiting for a flusher; and its Start and Stop keep the
+// lifecycle's promises under concurrent use.
+func TestInsertBatcherLifecycle(t *testing.T) {
+	insert := func(_ context.Context, ps []store.JobInsertParams) ([]store.JobInsertResult, error) {
+		return make([]store.JobInsertResult, len(ps)), nil
+	}
+	b := newInsertBatcher(insert, 2, 1000, time.Minute, nil)
+	if _, err := b.Insert(t.Context(), store.JobInsertParams{Name: "early"}); !errors.Is(err, errInsertsStopped) {
+		t.Fatalf("Insert before Start: %v, want errInsertsStopped", err)
+	}
+	startstoptest.Stress(t, b)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Insert(t.Context(), store.JobInsertParams{Name: "again"}); err != nil {
+		t.Fatalf("Insert after a restart: %v", err)
+	}
+	b.Stop()
+}
+
+func TestBacklogGuardLifecycle(t *testing.T) {
+	count := func(ctx context.Context, _ int64) (int64, error) { return 0, ctx.Err() }
+	startstoptest.Stress(t, newBacklogGuard(count, 10, time.Millisecond, slog.New(slog.DiscardHandler)))
 }

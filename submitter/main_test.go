@@ -53,6 +53,9 @@ func newEnv(t *testing.T, configure ...func(*submitter.Config)) *env {
 	if err != nil {
 		t.Fatalf("submitter.New: %v", err)
 	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(srv.Close)
 	e := newEnvFrom(t, srv, dbURL)
 	e.prefix = prefix

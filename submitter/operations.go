@@ -13,6 +13,7 @@ import (
 
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -39,31 +40,74 @@ const (
 	opListLimit     = 50               // GET /operations
 )
 
-// opRunner runs this submitter's background operations.
+// opRunner runs this submitter's background operations. Its loop sweeps
+// for abandoned operations and starts the runs that launch asks for, each
+// under the loop's context; when the loop stops, it waits for the runs and
+// gives this process's operations back.
 type opRunner struct {
-	s     *Server
-	owner string // this process, as the operations' owner column says
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	held  map[int64]bool
+	startstop.Loop
+	s        *Server
+	owner    string     // this process, as the operations' owner column says
+	launches chan int64 // operations to run here
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	held     map[int64]bool
 }
 
 func newOpRunner(s *Server) *opRunner {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
-	ctx, stop := context.WithCancel(context.Background())
-	o := &opRunner{s: s, owner: "submitter-" + hex.EncodeToString(b), ctx: ctx, stop: stop, held: map[int64]bool{}}
-	o.wg.Go(o.sweep)
-	return o
+	return &opRunner{s: s, owner: "submitter-" + hex.EncodeToString(b), launches: make(chan int64, 64), held: map[int64]bool{}}
 }
 
-// launch runs operation id in the background unless it runs already here.
-func (o *opRunner) launch(id int64) {
+// Start starts the sweep and the runs.
+func (o *opRunner) Start(ctx context.Context) error {
+	o.StartLoop(ctx, o.loop)
+	return nil
+}
+
+// launch asks the loop to run operation id unless it runs already here.
+// An operation the loop never starts (the runner stopped, or ctx ended
+// first) is taken over by a sweep once its lease has run out.
+func (o *opRunner) launch(ctx context.Context, id int64) {
+	select {
+	case <-o.Done():
+		return // stopped
+	default:
+	}
+	select {
+	case o.launches <- id:
+	case <-ctx.Done():
+	case <-o.Done():
+	}
+}
+
+func (o *opRunner) loop(ctx context.Context) {
+	defer o.release()
+	defer o.wg.Wait()
+	t := time.NewTicker(opSweepInterval)
+	defer t.Stop()
+	for {
+		o.sweep(ctx)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case id := <-o.launches:
+				o.start(ctx, id)
+				continue
+			case <-t.C:
+			}
+			break
+		}
+	}
+}
+
+// start runs operation id in the background unless it runs already here.
+func (o *opRunner) start(ctx context.Context, id int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.held[id] || o.ctx.Err() != nil {
+	if o.held[id] {
 		return
 	}
 	o.held[id] = true
@@ -73,14 +117,14 @@ func (o *opRunner) launch(id int64) {
 			delete(o.held, id)
 			o.mu.Unlock()
 		}()
-		o.run(id)
+		o.run(ctx, id)
 	})
 }
 
 // run steps operation id until it ends, is canceled or taken over, or
 // the runner stops (the lease is then released by close).
-func (o *opRunner) run(id int64) {
-	ctx, log := o.ctx, o.s.logger.With("operation_id", id)
+func (o *opRunner) run(ctx context.Context, id int64) {
+	log := o.s.logger.With("operation_id", id)
 	failures := 0
 	for ctx.Err() == nil {
 		res, err := o.s.store.OperationStep(ctx, id, o.owner, opLease, store.DefaultBulkBatch)
@@ -148,42 +192,28 @@ func (o *opRunner) finish(ctx context.Context, op store.Operation) {
 }
 
 // sweep takes over operations whose owner stopped or vanished.
-func (o *opRunner) sweep() {
-	t := time.NewTicker(opSweepInterval)
-	defer t.Stop()
-	for {
-		for o.ctx.Err() == nil {
-			op, ok, err := o.s.store.OperationClaimStale(o.ctx, o.owner, opLease)
-			if err != nil {
-				if o.ctx.Err() == nil {
-					o.s.storeError(storeOpOperation, err)
-					o.s.logger.WarnContext(o.ctx, "look for abandoned operations", "error", err)
-				}
-				break
+func (o *opRunner) sweep(ctx context.Context) {
+	for ctx.Err() == nil {
+		op, ok, err := o.s.store.OperationClaimStale(ctx, o.owner, opLease)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.s.storeError(storeOpOperation, err)
+				o.s.logger.WarnContext(ctx, "look for abandoned operations", "error", err)
 			}
-			if !ok {
-				break
-			}
-			o.s.logger.InfoContext(o.ctx, "taking over an operation", "operation_id", op.ID, "affected", op.Affected)
-			o.launch(op.ID)
-		}
-		select {
-		case <-o.ctx.Done():
 			return
-		case <-t.C:
 		}
+		if !ok {
+			return
+		}
+		o.s.logger.InfoContext(ctx, "taking over an operation", "operation_id", op.ID, "affected", op.Affected)
+		o.start(ctx, op.ID)
 	}
 }
 
-// close stops the runs (each between batches: a batch's transaction is
-// rolled back if cut) and gives this process's running operations back,
-// for the next submitter to go on with. Idempotent.
-func (o *opRunner) close() {
-	if o.ctx.Err() != nil {
-		return
-	}
-	o.stop()
-	o.wg.Wait()
+// release gives this process's running operations back, for the next
+// submitter to go on with; the runs have stopped (each between batches: a
+// batch's transaction is rolled back if cut).
+func (o *opRunner) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), bestEffortTimeout)
 	defer cancel()
 	if err := o.s.store.OperationRelease(ctx, o.owner); err != nil {
@@ -274,7 +304,7 @@ func (v service) BulkStart(ctx context.Context, req wire.BulkRequest) (wire.Bulk
 		_ = v.s.store.AuditSetOutcome(actx, auditID, out) // best effort, as audit's done
 		return resp, err
 	}
-	v.s.ops.launch(op.ID)
+	v.s.ops.launch(ctx, op.ID)
 	resp.OperationID = formatID(op.ID)
 	return resp, nil
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter/ui"
@@ -81,13 +82,16 @@ type Server struct {
 	wakeMu sync.Mutex
 	// wakeNext is what the pending wake-up says (wire.Wake, merged over
 	// the requests since the last one); nil once published.
-	wakeNext  *wire.Wake
-	stopWaker context.CancelFunc // ends the waker goroutine
-	wakerDone chan struct{}      // closed when it has ended
+	wakeNext *wire.Wake
+	waker    *startstop.Func // publishes the wake-ups (runWaker)
+
+	// services are the background parts, in the order Close stops them.
+	services []startstop.Service
 }
 
 // New checks cfg, connects to PostgreSQL (applying migrations) and Redis,
-// and builds the HTTP handler. Close (or Run) releases the connections.
+// and builds the HTTP handler; nothing runs until Start (or Run). Close
+// (or Run) stops what runs and releases the connections.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -142,10 +146,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	}
 	s.ops = newOpRunner(s)
 	s.handler = s.routes(httpx.NewMetrics(reg))
-	wctx, stopWaker := context.WithCancel(context.WithoutCancel(ctx))
-	s.wakeCh, s.stopWaker, s.wakerDone = make(chan struct{}, 1), stopWaker, make(chan struct{})
-	go s.runWaker(wctx)
+	s.wakeCh = make(chan struct{}, 1)
+	s.waker = startstop.NewFunc(s.runWaker)
+	// The requests' helpers stop after the HTTP server (Run shuts it down
+	// first); the waker last, so that it publishes their last wake-up.
+	s.services = []startstop.Service{s.ops, s.inserts, s.backlog, s.waker}
 	return s, nil
+}
+
+// Start starts the background parts: the insert batcher, the backlog
+// guard, the bulk operations and the wake-ups. Run calls it; a caller that
+// serves Handler itself calls it first. Close stops them.
+func (s *Server) Start(ctx context.Context) error {
+	// Their lifetime is the server's, until Close, not the caller's ctx.
+	return startstop.StartAll(context.WithoutCancel(ctx), s.services...)
 }
 
 // Handler returns the HTTP API.
@@ -161,6 +175,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
 	addr := ln.Addr().String()
 	if err := auth.CheckListen(addr, s.cfg.Auth.Enabled(), s.cfg.InsecureNoAuth); err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
 		return err
 	}
 	switch {
@@ -212,11 +229,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
 		s.console.Close()
-		s.ops.close()
-		s.inserts.Close()
-		s.backlog.Close()
-		s.stopWaker()
-		<-s.wakerDone
+		startstop.StopAll(s.services...)
 		_ = s.queue.Close() // only fails if already closed
 		s.store.Close()
 	})
@@ -271,7 +284,6 @@ func (s *Server) wakeSubmitted(w wire.Wake) {
 // failure is counted and logged at debug, and the coordinator's poll picks
 // the jobs up anyway.
 func (s *Server) runWaker(ctx context.Context) {
-	defer close(s.wakerDone)
 	for {
 		select {
 		case <-ctx.Done():

@@ -29,6 +29,9 @@ func TestPostgresDownAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submitter.New: %v", err)
 	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(srv.Close)
 	e := newEnvFrom(t, srv, dbURL) // the test's own connections bypass the proxy
 	kept := e.submit(`{"name":"before"}`)

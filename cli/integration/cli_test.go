@@ -56,6 +56,9 @@ func newStack(t *testing.T, configure ...func(*submitter.Config)) *stack {
 	if err != nil {
 		t.Fatalf("submitter.New: %v", err)
 	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)

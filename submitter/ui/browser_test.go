@@ -79,6 +79,9 @@ func newSite(t *testing.T) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(srv.Close)
 	s := &site{t: t, api: httptest.NewServer(srv.Handler()), dbURL: dbURL, prefix: prefix}
 	t.Cleanup(s.api.Close)

@@ -51,6 +51,9 @@ func BenchmarkConsole1M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if err := srv.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(srv.Close)
 	h := srv.Handler()
 	db, err := pgxpool.New(b.Context(), dbURL)
