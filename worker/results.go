@@ -2,14 +2,51 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/dtsched/dts/internal/retry"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/wire"
 )
 
 // This file holds the result sender: it writes finished attempts' results
 // to the results stream in batches, retrying until Redis takes them.
+
+// sender is the service that runs sendLoop. Finish asks it to send what is
+// queued and return; Stop gives up at once.
+type sender struct {
+	startstop.Loop
+	w      *Worker
+	mu     sync.Mutex
+	finish chan struct{} // made by Start, closed by Finish
+}
+
+// Start starts sending.
+func (s *sender) Start(ctx context.Context) error {
+	s.mu.Lock()
+	finish := make(chan struct{})
+	if s.StartLoop(ctx, func(ctx context.Context) { s.w.sendLoop(ctx, finish) }) {
+		s.finish = finish
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Finish lets the sender send what is queued, until ctx ends, then stops it.
+func (s *sender) Finish(ctx context.Context) {
+	s.mu.Lock()
+	if s.finish != nil {
+		close(s.finish)
+		s.finish = nil
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+	}
+	s.Stop()
+}
 
 // sendLoop writes queued results to the stream in pipelined batches,
 // retrying each until Redis takes it or ctx ends. While a result is unsent

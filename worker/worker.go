@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -49,6 +50,9 @@ type Worker struct {
 	seen     tokenSet            // lease tokens delivered lately: a second delivery of one is dropped
 	canceled map[int64]int64     // lease token → job id, canceled before its delivery arrived
 
+	heartbeats *startstop.Func // heartbeatLoop
+	sender     *sender
+
 	sendFailed func() // test hook: called after each failed send of results
 }
 
@@ -74,6 +78,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)
+	w.heartbeats = startstop.NewFunc(w.heartbeatLoop)
+	w.sender = &sender{w: w}
 	return w, nil
 }
 
@@ -117,20 +123,30 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 		w.log.InfoContext(ctx, "worker listening", "addr", ln.Addr().String())
 	}
 	// Heartbeats and result sending outlive ctx: they carry the drain.
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	sendCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
-	defer abandon()
-	var bgWG sync.WaitGroup
-	bgWG.Add(2)
-	go func() { defer bgWG.Done(); w.heartbeatLoop(bg) }()
-	sendDone := make(chan struct{})
-	go func() { defer bgWG.Done(); w.sendLoop(sendCtx, sendDone) }()
+	_ = startstop.StartAll(context.WithoutCancel(ctx), w.heartbeats, w.sender) // neither fails to start
+	defer startstop.StopAll(w.sender, w.heartbeats)
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "job_types", w.jobTypes())
 
 	w.receiveLoop(ctx)
+	w.drain(ctx)
+	hctx, cancelHB := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancelHB()
+	w.heartbeat(hctx, true)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	w.log.InfoContext(hctx, "worker stopped")
+	return nil
+}
 
-	// Drain, within the grace period but for the bounds below.
+// drain ends Run: running jobs get the grace period to finish, then are
+// canceled and handed back; prefetched ones go back unrun; results are
+// sent until the grace period ends (and for at least flushMin after the
+// last attempt ended); then the sender and the heartbeats stop. ctx is
+// Run's, already done.
+func (w *Worker) drain(ctx context.Context) {
 	graceEnd := time.Now().Add(w.cfg.ShutdownGrace)
 	dctx, cancelDrain := context.WithDeadline(context.WithoutCancel(ctx), graceEnd)
 	defer cancelDrain()
@@ -172,23 +188,10 @@ func (w *Worker) Run(ctx context.Context, ln net.Listener) error {
 	}
 	fctx, cancelFlush := context.WithDeadline(context.WithoutCancel(ctx), flushEnd)
 	defer cancelFlush()
-	stopAbandon := context.AfterFunc(fctx, abandon)
-	defer stopAbandon()
 	w.releaseQueued(fctx)
-	close(sendDone) // the sender flushes what is queued, then returns
-	stopBG()        // and the heartbeat loop ends
-	bgWG.Wait()
+	w.heartbeats.Stop()
+	w.sender.Finish(fctx) // sends what is queued, until flushEnd
 	if n := w.unsentCount(); n > 0 {
 		w.log.WarnContext(fctx, "results not sent before the drain ended: the leader recovers their jobs by their leases", "count", n)
 	}
-	hctx, cancelHB := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-	defer cancelHB()
-	w.heartbeat(hctx, true)
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}
-	w.log.InfoContext(hctx, "worker stopped")
-	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/startstop/startstoptest"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -694,4 +695,12 @@ func TestNilLogger(t *testing.T) {
 		t.Fatalf("result = %+v, want failed (the handler panicked)", res)
 	}
 	r.stop(t)
+}
+
+// The heartbeat loop and the result sender keep the lifecycle's promises
+// under concurrent starts and stops.
+func TestWorkerServicesStartStop(t *testing.T) {
+	w := newTestWorker(t, redistest.URL(), redistest.Prefix(t), Config{})
+	t.Run("heartbeats", func(t *testing.T) { startstoptest.Stress(t, w.heartbeats) })
+	t.Run("sender", func(t *testing.T) { startstoptest.Stress(t, w.sender) })
 }
