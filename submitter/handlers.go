@@ -15,7 +15,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
@@ -35,65 +34,6 @@ const (
 
 // readyTimeout bounds the dependency checks of /readyz.
 const readyTimeout = 2 * time.Second
-
-// routes builds the API. Every route but the probes and /metrics needs a
-// bearer token with a scope (when auth is configured): submit to create
-// jobs, read to look, admin to change or delete what exists and to manage
-// tokens. Outermost first: the concurrency cap, authentication, the
-// caller's rate limit, the scope, the body limit. The console (package
-// ui) is mounted at Config.UIBasePath: it logs users in with a cookie
-// holding the same tokens and checks the same scopes itself.
-func (s *Server) routes(m *httpx.Metrics) http.Handler {
-	r := httpx.NewRouter(s.logger, m)
-	r.Get("/healthz", httpx.Healthz)
-	r.Get("/health", httpx.Healthz) // the originals' name (compat.go)
-	r.Get("/readyz", httpx.Handler(s.readyz))
-	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
-	r.With(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests)).Mount(s.cfg.UIBasePath, s.console) // the console: its own login and scopes
-
-	r.Group(func(r chi.Router) {
-		r.Use(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests), httpx.Authenticate(s.authn, s.failures))
-		if s.limiter != nil {
-			r.Use(httpx.RateLimit(s.limiter))
-		}
-		body := httpx.LimitBody(s.cfg.MaxBodyBytes)
-		submit := r.With(httpx.RequireScope(auth.ScopeSubmit))
-		read := r.With(httpx.RequireScope(auth.ScopeRead))
-		admin := r.With(httpx.RequireScope(auth.ScopeAdmin))
-
-		submit.With(body).Post("/submit_job", httpx.Handler(s.submitJob))
-		submit.With(body).Post("/jobs", httpx.Handler(s.postJobs))
-		submit.With(httpx.LimitBody(s.cfg.MaxBatchBodyBytes)).Post("/submit_jobs", httpx.Handler(s.submitJobs))
-
-		read.Get("/jobs", httpx.Handler(s.listJobs))
-		read.Get("/jobs/{id}", httpx.Handler(s.getJob))
-		read.Get("/jobs/{id}/timeline", httpx.Handler(s.getJobTimeline)) // timeline.go
-		read.Get("/stats", httpx.Handler(s.stats))
-		read.Get("/dlq", httpx.Handler(s.listDead))
-		read.Get("/workers", httpx.Handler(s.listWorkers))
-		read.Get("/workers/{id}", httpx.Handler(s.getWorker))
-		s.opsRoutes(read, admin, body) // operations.go, scheduled.go, workers.go
-
-		admin.With(body).Post("/jobs/{id}/cancel", httpx.Handler(s.cancelJob))
-		admin.With(body).Post("/dlq/{id}/requeue", httpx.Handler(s.requeueDead))
-		admin.Delete("/jobs/{id}", httpx.Handler(s.deleteJob))
-		admin.With(body).Post("/jobs/bulk", httpx.Handler(s.bulkJobs))
-		admin.With(body).Post("/admin/tokens", httpx.Handler(s.createToken))
-		admin.Get("/admin/tokens", httpx.Handler(s.listTokens))
-		admin.Delete("/admin/tokens/{id}", httpx.Handler(s.revokeToken))
-		admin.Get("/admin/audit", httpx.Handler(s.listAudit))
-		s.scheduleRoutes(read, admin, body)
-		s.queueRoutes(read, admin, body)
-		s.limitRoutes(read, admin, body)
-
-		// The originals' routes (compat.go), on the native path.
-		submit.With(body).Post("/api/tasks", httpx.Handler(s.createTask))
-		read.Get("/api/tasks/{id}", httpx.Handler(s.getTask))
-		submit.With(body).Post("/addJob", httpx.Handler(s.addJob))
-		read.Get("/failedJobs", httpx.Handler(s.failedJobs))
-	})
-	return r
-}
 
 // ---- submission ----
 

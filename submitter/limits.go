@@ -24,13 +24,6 @@ import (
 // submitted after it was set; a concurrency key's limit applies to every
 // job of the key, already waiting or not.
 
-// limitRoutes adds the /limits routes to the scoped routers.
-func (s *Server) limitRoutes(read, admin chi.Router, body func(http.Handler) http.Handler) {
-	read.Get("/limits", httpx.Handler(s.listLimits))
-	admin.With(body).Put("/limits/{key}", httpx.Handler(s.putLimit))
-	admin.Delete("/limits/{key}", httpx.Handler(s.deleteLimit))
-}
-
 func limitInfo(l store.Limit) wire.LimitInfo {
 	return wire.LimitInfo{Key: l.Key, Concurrency: l.Concurrency, Rate: l.Rate, PeriodSeconds: int(l.Period.Seconds()),
 		Running: l.Running, Waiting: l.Waiting, UpdatedAt: l.UpdatedAt.UTC()}

@@ -18,15 +18,6 @@ import (
 // (docs/architecture.md, "Queues"), so a change takes effect within one
 // POLL_INTERVAL.
 
-// queueRoutes adds the /queues routes to the scoped routers.
-func (s *Server) queueRoutes(read, admin chi.Router, body func(http.Handler) http.Handler) {
-	read.Get("/queues", httpx.Handler(s.listQueues))
-	admin.With(body).Post("/queues/{name}/pause", httpx.Handler(s.pauseQueue))
-	admin.With(body).Post("/queues/{name}/resume", httpx.Handler(s.resumeQueue))
-	admin.With(body).Put("/queues/{name}", httpx.Handler(s.updateQueue))
-	admin.With(body).Post("/queues/{name}", httpx.Handler(s.updateQueue))
-}
-
 // Queues lists every queue with jobs waiting, running or finished in the
 // last minute, or with a setting, and its counts.
 func (v service) Queues(ctx context.Context) (wire.QueueListResponse, error) {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
@@ -19,18 +17,6 @@ import (
 // /jobs/scheduled (read), POST /jobs/{id}/run_now (admin; audited), and
 // the service calls the console's Scheduled page makes (with the
 // schedules of GET /schedules, and cancel).
-
-// opsRoutes adds the routes of operations.go, scheduled.go and workers.go'
-// drain and undrain to the scoped routers.
-func (s *Server) opsRoutes(read, admin chi.Router, body func(http.Handler) http.Handler) {
-	read.Get("/jobs/scheduled", httpx.Handler(s.listScheduled))
-	admin.With(body).Post("/jobs/{id}/run_now", httpx.Handler(s.runNow))
-	admin.With(body).Post("/workers/{id}/drain", httpx.Handler(s.drainWorker))
-	admin.With(body).Post("/workers/{id}/undrain", httpx.Handler(s.undrainWorker))
-	read.Get("/operations", httpx.Handler(s.listOperations))
-	read.Get("/operations/{id}", httpx.Handler(s.getOperation))
-	admin.With(body).Post("/operations/{id}/cancel", httpx.Handler(s.cancelOperation))
-}
 
 // listScheduled handles GET /jobs/scheduled?limit=&cursor=.
 func (s *Server) listScheduled(w http.ResponseWriter, r *http.Request) error {

@@ -22,17 +22,6 @@ import (
 // ticks (coordinator/scheduler.go); here a schedule is only checked,
 // stored and shown.
 
-// scheduleRoutes adds the /schedules routes to the scoped routers.
-func (s *Server) scheduleRoutes(read, admin chi.Router, body func(http.Handler) http.Handler) {
-	read.Get("/schedules", httpx.Handler(s.listSchedules))
-	read.Get("/schedules/{id}", httpx.Handler(s.getSchedule))
-	admin.With(body).Post("/schedules", httpx.Handler(s.createSchedule))
-	admin.With(body).Post("/schedules/{id}/pause", httpx.Handler(s.pauseSchedule))
-	admin.With(body).Post("/schedules/{id}/resume", httpx.Handler(s.resumeSchedule))
-	admin.With(body).Post("/schedules/{id}/trigger", httpx.Handler(s.triggerSchedule))
-	admin.Delete("/schedules/{id}", httpx.Handler(s.deleteSchedule))
-}
-
 // decodeSchedule decodes and validates the body of POST /schedules. Every
 // error names its field; the template's are prefixed with "job.".
 func decodeSchedule(body []byte, maxPayload int) (store.ScheduleInsertParams, error) {
