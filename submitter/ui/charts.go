@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/httpx"
-	"github.com/dtsched/dts/internal/store"
 )
 
 // Charts (docs/ui.md, "Charts"): the Overview's pictures of the last hour,
@@ -77,7 +76,7 @@ func chartName(r *http.Request) (string, error) {
 func (c *Console) chartsFor(r *http.Request, snap overview, name string) chartsData {
 	end := snap.At.Truncate(time.Minute) // the current minute is not written yet
 	start := end.Add(-chartWindow)
-	byMinute := make([]*store.RollupRow, chartMinutes)
+	byMinute := make([]*RollupRow, chartMinutes)
 	seen := map[string]int64{}
 	for i := range snap.Rollup {
 		row := &snap.Rollup[i]
@@ -104,7 +103,7 @@ func (c *Console) chartsFor(r *http.Request, snap overview, name string) chartsD
 	d.Names = d.Names[:min(len(d.Names), maxChartNames)]
 	slices.Sort(d.Names)
 
-	val := func(f func(*store.RollupRow) (float64, bool)) []*float64 {
+	val := func(f func(*RollupRow) (float64, bool)) []*float64 {
 		out := make([]*float64, chartMinutes)
 		for i, row := range byMinute {
 			if row != nil {
@@ -115,11 +114,11 @@ func (c *Console) chartsFor(r *http.Request, snap overview, name string) chartsD
 		}
 		return out
 	}
-	count := func(f func(*store.RollupRow) int64) []*float64 {
-		return val(func(r *store.RollupRow) (float64, bool) { return float64(f(r)), true })
+	count := func(f func(*RollupRow) int64) []*float64 {
+		return val(func(r *RollupRow) (float64, bool) { return float64(f(r)), true })
 	}
-	ptr := func(f func(*store.RollupRow) *float64) []*float64 {
-		return val(func(r *store.RollupRow) (float64, bool) {
+	ptr := func(f func(*RollupRow) *float64) []*float64 {
+		return val(func(r *RollupRow) (float64, bool) {
 			if p := f(r); p != nil {
 				return *p, true
 			}
@@ -186,15 +185,15 @@ func (c *Console) chartsFor(r *http.Request, snap overview, name string) chartsD
 	}
 	d.Charts = []chart{
 		mk("throughput", "Completed and failed per minute", "", panelThroughput,
-			in{"completed", "s-ok", count(func(r *store.RollupRow) int64 { return r.Completed })},
-			in{"failed", "s-bad", count(func(r *store.RollupRow) int64 { return r.Failed })}),
+			in{"completed", "s-ok", count(func(r *RollupRow) int64 { return r.Completed })},
+			in{"failed", "s-bad", count(func(r *RollupRow) int64 { return r.Failed })}),
 		mk("depth", "Queue depth (due jobs)", "", panelDepth,
-			in{"due", "s-a", count(func(r *store.RollupRow) int64 { return r.QueueDepth })}),
+			in{"due", "s-a", count(func(r *RollupRow) int64 { return r.QueueDepth })}),
 		mk("oldest", "Oldest pending age", " s", panelQueue,
-			in{"oldest", "s-b", val(func(r *store.RollupRow) (float64, bool) { return r.OldestPending, true })}),
+			in{"oldest", "s-b", val(func(r *RollupRow) (float64, bool) { return r.OldestPending, true })}),
 		mk("wait", "Submit to start", " ms", panelWait,
-			in{"p50", "s-a", ptr(func(r *store.RollupRow) *float64 { return r.StartP50 })},
-			in{"p95", "s-b", ptr(func(r *store.RollupRow) *float64 { return r.StartP95 })}),
+			in{"p50", "s-a", ptr(func(r *RollupRow) *float64 { return r.StartP50 })},
+			in{"p95", "s-b", ptr(func(r *RollupRow) *float64 { return r.StartP95 })}),
 	}
 	return d
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/httpx"
-	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -40,7 +39,7 @@ type DeadService interface {
 	DeadRequeue(ctx context.Context, id int64, payload json.RawMessage) (wire.SubmitResponse, error)
 	// DeadGroups returns the limit largest groups of dead jobs by name and
 	// error fingerprint.
-	DeadGroups(ctx context.Context, limit int) (store.DeadGroups, error)
+	DeadGroups(ctx context.Context, limit int) (DeadGroups, error)
 }
 
 // The groups of the Dead letters page.
@@ -59,13 +58,13 @@ type deadGroups struct {
 	at      time.Time  // when the shown count started; zero: none yet
 	spacing time.Duration
 	stale   time.Time // counts started before it are out of date (an action)
-	last    store.DeadGroups
+	last    DeadGroups
 	reads   atomic.Int64 // counts made, for tests
 }
 
 // get returns the groups as counted at most spacing ago, counting them
 // again when older.
-func (g *deadGroups) get(ctx context.Context, svc DeadService) (store.DeadGroups, time.Time, error) {
+func (g *deadGroups) get(ctx context.Context, svc DeadService) (DeadGroups, time.Time, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.at.IsZero() && time.Since(g.at) < g.spacing && g.at.After(g.stale) {
@@ -78,7 +77,7 @@ func (g *deadGroups) get(ctx context.Context, svc DeadService) (store.DeadGroups
 	g.reads.Add(1)
 	res, err := svc.DeadGroups(rctx, maxGroups)
 	if err != nil {
-		return store.DeadGroups{}, time.Time{}, err
+		return DeadGroups{}, time.Time{}, err
 	}
 	g.last, g.at, g.spacing = res, start, max(groupsEvery, readShare*time.Since(start))
 	return res, start, nil
@@ -110,7 +109,7 @@ type deadData struct {
 // without a fingerprint (jobs made dead outside the store), which no
 // filter selects.
 type groupRow struct {
-	store.DeadGroup
+	DeadGroup
 	JobsURL    string // the Jobs page, filtered to the group
 	RequeueURL string // the confirmation of Requeue all
 	DeleteURL  string // the confirmation of Delete all
@@ -118,7 +117,7 @@ type groupRow struct {
 
 // groupQuery is the search (the Jobs page's syntax) that selects the dead
 // jobs of a group; both values are quoted, whatever they hold.
-func groupQuery(g store.DeadGroup) string {
+func groupQuery(g DeadGroup) string {
 	return "state:failed name:" + strconv.Quote(g.Name) + " fingerprint:" + strconv.Quote(g.Fingerprint)
 }
 

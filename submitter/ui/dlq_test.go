@@ -13,7 +13,6 @@ import (
 
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
-	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -44,11 +43,11 @@ func (f *fakeService) DeadRequeue(_ context.Context, id int64, payload json.RawM
 // character the search syntax quotes.
 const deadFingerprint = hostile + ` dial tcp <ip>: "x" 'y' \ é`
 
-func (f *fakeService) DeadGroups(_ context.Context, limit int) (store.DeadGroups, error) {
+func (f *fakeService) DeadGroups(_ context.Context, limit int) (DeadGroups, error) {
 	time.Sleep(time.Duration(f.slowDead.Load()))
 	f.groups.Add(1)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	gs := store.DeadGroups{Total: 120, Dead: 5000, Groups: []store.DeadGroup{
+	gs := DeadGroups{Total: 120, Dead: 5000, Groups: []DeadGroup{
 		{Name: hostile + " name", Fingerprint: deadFingerprint, Count: 4000, LastFailed: t0, NewestID: 1, Sample: hostile + " sample"},
 		{Name: "mail", Fingerprint: "timeout after <dur>", Count: 900, LastFailed: t0, NewestID: 2, Sample: "timeout after 30s"},
 		{Name: "by_hand", Count: 3, LastFailed: t0, NewestID: 3, Sample: hostile},
@@ -140,7 +139,7 @@ func TestDeadGroupsShared(t *testing.T) {
 func TestFingerprintQualifier(t *testing.T) {
 	t.Parallel()
 	se, err := parseQuery(`name:send fingerprint:"timeout after <dur>" state:failed`)
-	if err != nil || se.P != (store.JobListParams{Name: "send", Fingerprint: "timeout after <dur>", State: job.StateFailed}) {
+	if err != nil || se.P != (ListParams{Name: "send", Fingerprint: "timeout after <dur>", State: job.StateFailed}) {
 		t.Errorf("parse = %+v, %v", se.P, err)
 	}
 	for q, want := range map[string]string{

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/httpx"
-	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -118,8 +117,8 @@ type overview struct {
 	Stats       wire.StatsResponse
 	Leader      string
 	LeaderEpoch int64
-	Queues      []wire.QueueInfo  // GET /queues
-	Rollup      []store.RollupRow // the last chartWindow, oldest first
+	Queues      []wire.QueueInfo // GET /queues
+	Rollup      []RollupRow      // the last chartWindow, oldest first
 	V           versions
 }
 
@@ -369,7 +368,7 @@ func (r *refresher) read() {
 	// probably been written.
 	if err == nil && (now.Sub(r.rollupAt) >= rollupEvery || now.Truncate(time.Minute).After(r.rollupAt.Truncate(time.Minute))) {
 		r.reads.Add(1)
-		var rows []store.RollupRow
+		var rows []RollupRow
 		if rows, err = r.svc.Rollup(ctx, now.Add(-chartWindow).Truncate(time.Minute)); err == nil {
 			next.Rollup, r.rollupAt = rows, now
 		}
@@ -610,7 +609,7 @@ func (c *Console) liveFor(r *http.Request, snap overview) *liveInfo {
 // share one query per change.
 type sharedLists struct {
 	mu      sync.Mutex
-	entries map[store.JobListParams]sharedList
+	entries map[ListParams]sharedList
 }
 
 type sharedList struct {
@@ -624,7 +623,7 @@ const maxSharedLists = 256
 // list runs the Jobs list of p, or, for a live refresh (live=1 in the
 // URL), takes it from the shared lists when it was read at the current
 // jobs version.
-func (c *Console) list(r *http.Request, p store.JobListParams) (wire.JobListResponse, error) {
+func (c *Console) list(r *http.Request, p ListParams) (wire.JobListResponse, error) {
 	if r.URL.Query().Get("live") != "1" {
 		return c.svc.JobList(r.Context(), p)
 	}
@@ -643,7 +642,7 @@ func (c *Console) list(r *http.Request, p store.JobListParams) (wire.JobListResp
 		return resp, err
 	}
 	if c.lists.entries == nil || len(c.lists.entries) >= maxSharedLists {
-		c.lists.entries = map[store.JobListParams]sharedList{}
+		c.lists.entries = map[ListParams]sharedList{}
 	}
 	c.lists.entries[p] = sharedList{v: v, resp: resp}
 	return resp, nil

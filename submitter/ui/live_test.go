@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/dtsched/dts/internal/store"
 )
 
 // stream opens GET live on srv and sends the names of the events it
@@ -139,7 +137,7 @@ func TestLiveStream(t *testing.T) {
 	fromPage := stream(t, srv, "every=1&v="+tok)
 	fromID := stream(t, srv, "every=1&v=bogus", "Last-Event-ID", tok)
 	f.mu.Lock()
-	f.rollup = []store.RollupRow{{Minute: time.Now().Truncate(time.Minute).Add(-time.Minute), Completed: 3}}
+	f.rollup = []RollupRow{{Minute: time.Now().Truncate(time.Minute).Add(-time.Minute), Completed: 3}}
 	f.mu.Unlock()
 	f.pending.Add(2)
 	for name, s := range map[string]<-chan string{"page": fromPage, "reconnect": fromID} {
@@ -229,8 +227,8 @@ func TestCharts(t *testing.T) {
 	for i := 1; i <= 30; i++ {
 		m := now.Add(-time.Duration(i) * time.Minute)
 		f.rollup = append(f.rollup,
-			store.RollupRow{Minute: m, Completed: int64(i), Failed: 1, Started: 5, StartP50: &p50, StartP95: &p95, QueueDepth: 7, OldestPending: 3},
-			store.RollupRow{Minute: m, Name: hostile, Completed: 2})
+			RollupRow{Minute: m, Completed: int64(i), Failed: 1, Started: 5, StartP50: &p50, StartP95: &p95, QueueDepth: 7, OldestPending: 3},
+			RollupRow{Minute: m, Name: hostile, Completed: 2})
 	}
 	c, err := New(f, Config{GrafanaURL: "http://grafana.example:3000/"})
 	if err != nil {

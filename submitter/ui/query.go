@@ -8,7 +8,6 @@ import (
 	"unicode"
 
 	"github.com/dtsched/dts/internal/job"
-	"github.com/dtsched/dts/internal/store"
 )
 
 // search is what the Jobs search box asks for: a list (P), or one job by
@@ -18,10 +17,10 @@ import (
 // P.Fingerprint (fingerprint:) keeps the dead jobs whose error has it:
 // with name:, a group of the Dead letters page.
 type search struct {
-	P    store.JobListParams
+	P    ListParams
 	ID   int64
 	Key  string
-	Scan store.JobScan
+	Scan Scan
 }
 
 // one says whether the search looks up one job (id: or key:).

@@ -52,7 +52,6 @@ import (
 
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
-	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -76,11 +75,11 @@ type Service interface {
 	// JobSearch returns a page of the jobs p selects that pass scan's
 	// tests; after a time budget it stops, says so (stopped) and gives
 	// where to go on (NextCursor).
-	JobSearch(ctx context.Context, p store.JobListParams, scan store.JobScan) (resp wire.JobListResponse, stopped bool, err error)
-	JobList(ctx context.Context, p store.JobListParams) (wire.JobListResponse, error)
+	JobSearch(ctx context.Context, p ListParams, scan Scan) (resp wire.JobListResponse, stopped bool, err error)
+	JobList(ctx context.Context, p ListParams) (wire.JobListResponse, error)
 	// Rollup returns the per-minute rollup rows from since on (live.go,
 	// charts.go).
-	Rollup(ctx context.Context, since time.Time) ([]store.RollupRow, error)
+	Rollup(ctx context.Context, since time.Time) ([]RollupRow, error)
 	// Queues returns each queue's counts and settings (GET /queues).
 	Queues(ctx context.Context) (wire.QueueListResponse, error)
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
-	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -40,9 +39,9 @@ type fakeService struct {
 	calls    atomic.Int64 // every call, of every method
 	pending  atomic.Int64 // the pending count Stats reports
 	slow     atomic.Int64 // how long Stats takes, in nanoseconds
-	rollup   []store.RollupRow
+	rollup   []RollupRow
 	requeued []int64
-	lists    []store.JobListParams
+	lists    []ListParams
 	// dlq_test.go's: the payloads jobs were requeued with (by id), and
 	// the counts of the groups
 	payloads map[int64]string
@@ -112,7 +111,7 @@ func (f *fakeService) Queues(context.Context) (wire.QueueListResponse, error) {
 	return wire.QueueListResponse{Queues: qs}, nil
 }
 
-func (f *fakeService) Rollup(context.Context, time.Time) ([]store.RollupRow, error) {
+func (f *fakeService) Rollup(context.Context, time.Time) ([]RollupRow, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -181,7 +180,7 @@ func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, erro
 
 // JobSearch finds text in the fixtures' payloads; "slow" stops at once,
 // as a search out of time does, with where to go on.
-func (f *fakeService) JobSearch(_ context.Context, p store.JobListParams, scan store.JobScan) (wire.JobListResponse, bool, error) {
+func (f *fakeService) JobSearch(_ context.Context, p ListParams, scan Scan) (wire.JobListResponse, bool, error) {
 	text := scan.Text
 	f.calls.Add(1)
 	if text == "slow" {
@@ -199,7 +198,7 @@ func (f *fakeService) JobSearch(_ context.Context, p store.JobListParams, scan s
 	return out, false, nil
 }
 
-func (f *fakeService) JobList(_ context.Context, p store.JobListParams) (wire.JobListResponse, error) {
+func (f *fakeService) JobList(_ context.Context, p ListParams) (wire.JobListResponse, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -564,28 +563,28 @@ func TestParseQuery(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in      string
-		want    store.JobListParams
+		want    ListParams
 		id      int64
 		key     string
-		scan    store.JobScan
+		scan    Scan
 		wantErr string
 	}{
-		{in: "", want: store.JobListParams{}},
-		{in: "  state:failed   name:send_email queue:mail.x ", want: store.JobListParams{State: job.StateFailed, Name: "send_email", Queue: "mail.x"}},
-		{in: `status:pending name:"send email \"now\""`, want: store.JobListParams{State: job.StatePending, Name: `send email "now"`}},
-		{in: "report", want: store.JobListParams{Name: "report"}},
-		{in: "id:42 state:failed", want: store.JobListParams{State: job.StateFailed}, id: 42},
-		{in: `key:"order 7/<b>" queue:mail`, want: store.JobListParams{Queue: "mail"}, key: "order 7/<b>"},
+		{in: "", want: ListParams{}},
+		{in: "  state:failed   name:send_email queue:mail.x ", want: ListParams{State: job.StateFailed, Name: "send_email", Queue: "mail.x"}},
+		{in: `status:pending name:"send email \"now\""`, want: ListParams{State: job.StatePending, Name: `send email "now"`}},
+		{in: "report", want: ListParams{Name: "report"}},
+		{in: "id:42 state:failed", want: ListParams{State: job.StateFailed}, id: 42},
+		{in: `key:"order 7/<b>" queue:mail`, want: ListParams{Queue: "mail"}, key: "order 7/<b>"},
 		{in: "key:a key:b", wantErr: "key: given twice"},
-		{in: `payload:"a b" queue:q`, want: store.JobListParams{Queue: "q"}, scan: store.JobScan{Text: "a b"}},
+		{in: `payload:"a b" queue:q`, want: ListParams{Queue: "q"}, scan: Scan{Text: "a b"}},
 		{in: "payload:x key:k", wantErr: "does not go with"},
 		{in: `Payload.User.ID:42 WORKER:w-1 error:"Connection refused"`,
-			scan: store.JobScan{Path: []string{"User", "ID"}, PathValue: "42", Worker: "w-1", Error: "Connection refused"}},
-		{in: `payload.tags.0:"a b" payload:x`, scan: store.JobScan{Text: "x", Path: []string{"tags", "0"}, PathValue: "a b"}},
+			scan: Scan{Path: []string{"User", "ID"}, PathValue: "42", Worker: "w-1", Error: "Connection refused"}},
+		{in: `payload.tags.0:"a b" payload:x`, scan: Scan{Text: "x", Path: []string{"tags", "0"}, PathValue: "a b"}},
 		{in: "payload.a:1 payload.b:2", wantErr: "payload.<path>: given twice"},
 		{in: "worker:w1 id:3", wantErr: "does not go with"},
 		{in: "error:x error:y", wantErr: "error: given twice"},
-		{in: "STATE:failed", want: store.JobListParams{State: job.StateFailed}},
+		{in: "STATE:failed", want: ListParams{State: job.StateFailed}},
 		{in: "state:dead", wantErr: "state: must be one of"},
 		{in: "id:-1", wantErr: "id: must be a job id"},
 		{in: "name:a name:b", wantErr: "name: given twice"},
@@ -645,7 +644,7 @@ func TestSearchSuggestions(t *testing.T) {
 	t.Parallel()
 	c, f := newConsole(t, true)
 	f.mu.Lock()
-	f.rollup = []store.RollupRow{{Name: ""}, {Name: "send_email"}, {Name: "nightly report"}, {Name: "send_email"}}
+	f.rollup = []RollupRow{{Name: ""}, {Name: "send_email"}, {Name: "nightly report"}, {Name: "send_email"}}
 	f.mu.Unlock()
 	if w := serve(c, "GET", "/", "read", nil); w.Code != http.StatusOK { // the snapshot is read
 		t.Fatalf("overview: %d", w.Code)
