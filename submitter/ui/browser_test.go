@@ -228,6 +228,8 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		// Chromium puts its singleton socket in TMPDIR and does not remove it.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(t.Context()), opts...)
 	t.Cleanup(cancelAlloc)
