@@ -10,6 +10,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // A primary that hangs (SIGSTOP: its connections stay open and its kernel
@@ -53,26 +54,14 @@ func TestStoreSurvivesHungPrimary(t *testing.T) {
 		t.Fatalf("a statement on the hung primary still waits %v after the pause", time.Since(paused).Round(time.Millisecond))
 	}
 
-	recovered := make(chan error, 1)
-	go func() {
-		for {
-			err := s.LeaderRenew(context.Background(), epoch, time.Hour)
-			if err == nil || !errors.Is(err, job.ErrStoreUnavailable) || ctx.Err() != nil {
-				recovered <- err
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	select {
-	case err := <-recovered:
-		if err != nil {
+	testwait.NoError(t, 3*connectTimeout-time.Since(promoted), "the store to reach the promoted standby", func() error {
+		err := s.LeaderRenew(context.Background(), epoch, time.Hour)
+		if err != nil && !errors.Is(err, job.ErrStoreUnavailable) {
 			t.Fatalf("renew on the promoted standby: %v", err)
 		}
-		t.Logf("recovered %v after the promotion", time.Since(promoted).Round(time.Millisecond))
-	case <-time.After(3 * connectTimeout):
-		t.Fatalf("the store does not reach the promoted standby %v after the promotion", time.Since(promoted).Round(time.Millisecond))
-	}
+		return err
+	})
+	t.Logf("recovered %v after the promotion", time.Since(promoted).Round(time.Millisecond))
 
 	// Fencing carried over: a successor bumps the epoch on the new
 	// primary, and the old epoch's renewal is refused.

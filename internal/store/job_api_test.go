@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 func TestJobInsertSingle(t *testing.T) {
@@ -622,19 +623,12 @@ func TestJobCancelRacesStateChange(t *testing.T) {
 // containing query and waits for a lock.
 func waitLockWait(t *testing.T, e *env, query string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("a session running %q to wait for a lock", query), func() bool {
 		var n int
 		e.scalar(t, &n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 			AND wait_event_type = 'Lock' AND position($1 in query) > 0`, query)
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no session waits for a lock running %q", query)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n > 0
+	})
 }
 
 // A session PostgreSQL ends (pg_terminate_backend: 57P01 admin_shutdown,

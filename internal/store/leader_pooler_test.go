@@ -10,6 +10,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // TestLeaderLeaseThroughTransactionPooler: leadership and its fencing work
@@ -90,18 +91,12 @@ func TestLeaderLeaseThroughTransactionPooler(t *testing.T) {
 
 	// A freezes: it stops renewing. B takes over once the lease runs out.
 	var epochB int64
-	deadline := time.Now().Add(10 * time.Second)
-	for epochB == 0 {
+	testwait.For(t, 10*time.Second, "B to take over the lease A stopped renewing", func() bool {
 		if epochB, err = b.LeaderAcquire(ctx, "coord-b", time.Minute); err != nil {
 			t.Fatalf("B acquire: %v", err)
 		}
-		if epochB == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("B never took over the lease A stopped renewing")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+		return epochB != 0
+	})
 	if epochB != epochA+1 {
 		t.Errorf("B's epoch = %d, want %d", epochB, epochA+1)
 	}

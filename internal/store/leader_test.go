@@ -8,6 +8,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 func TestLeaderLease(t *testing.T) {
@@ -54,16 +55,12 @@ func TestLeaderLeaseExpires(t *testing.T) {
 		t.Fatalf("a acquire = %d, %v", a, err)
 	}
 	var b int64
-	deadline := time.Now().Add(5 * time.Second)
-	for b == 0 {
+	testwait.For(t, 5*time.Second, "b to take over the expired lease", func() bool {
 		if b, err = e.s.LeaderAcquire(e.ctx, "coord-b", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("b never took over an expired lease")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return b != 0
+	})
 	if b != a+1 {
 		t.Errorf("b's epoch = %d, want %d", b, a+1)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -740,7 +741,7 @@ func TestFinishedAttemptRecordsHandlerStart(t *testing.T) {
 	// PostgreSQL's clock is this machine's: a start 300 ms after the lease
 	// is inside the attempt.
 	inside := leasedAt[ids[0]].Add(300 * time.Millisecond)
-	time.Sleep(400 * time.Millisecond)
+	testwait.For(t, 5*time.Second, "PostgreSQL's clock to pass the reported start", func() bool { return e.now(t).After(inside) })
 	if _, err := e.s.JobCompleteMany(e.ctx, e.epoch, []store.Completion{
 		{ID: ids[0], LeaseToken: cs[ids[0]].LeaseToken, WorkerID: cs[ids[0]].WorkerID, StartedAt: inside},
 		{ID: ids[1], LeaseToken: cs[ids[1]].LeaseToken, WorkerID: cs[ids[1]].WorkerID, StartedAt: leasedAt[ids[1]].Add(-time.Hour)}, // clock behind

@@ -12,6 +12,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // A pool opened with PinIndexPlans keeps the lease statements on their
@@ -68,18 +69,13 @@ func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 	}
 	defer other.Close()
 	var seqScans, updates int64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testwait.For(t, 10*time.Second, "the store's session to flush its statistics", func() bool {
 		if err := other.Pool().QueryRow(ctx, `SELECT seq_scan, n_tup_upd, pg_stat_clear_snapshot() IS NULL
 			FROM pg_stat_user_tables WHERE relname = 'jobs'`).Scan(&seqScans, &updates, new(bool)); err != nil {
 			t.Fatal(err)
 		}
-		if updates > 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if updates == 0 {
-		t.Fatal("the store's session never flushed its statistics")
-	}
+		return updates > 0
+	})
 	// StatsGet's two whole-table counts are the only sequential scans.
 	if seqScans > 2 {
 		t.Errorf("%d sequential scans of jobs; want at most StatsGet's 2", seqScans)
