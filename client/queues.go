@@ -5,33 +5,17 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // QueueInfo is one queue as GET /queues shows it.
-type QueueInfo struct {
-	Name string `json:"name"`
-	// Paused: its jobs are not leased; running ones finish.
-	Paused bool `json:"paused"`
-	// Concurrency caps how many of its jobs are leased at once across the
-	// cluster; 0: no cap.
-	Concurrency int `json:"concurrency"`
-	// Depth counts its due jobs waiting; Pending its waiting jobs, due or
-	// not.
-	Depth   int64 `json:"depth"`
-	Pending int64 `json:"pending"`
-	// OldestPendingSeconds is how long its oldest due job has waited.
-	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
-	Running              int64   `json:"running"`
-	CompletedPerMinute   int64   `json:"completed_per_minute"`
-	FailedPerMinute      int64   `json:"failed_per_minute"`
-}
+type QueueInfo = wire.QueueInfo
 
 // Queues lists every queue with jobs waiting, running or finished in the
 // last minute, or with a setting (paused, a cap).
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
-	var out struct {
-		Queues []QueueInfo `json:"queues"`
-	}
+	var out wire.QueueListResponse
 	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/queues", idempotent: true}, &out); err != nil {
 		return nil, err
 	}

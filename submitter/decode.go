@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
@@ -21,8 +19,8 @@ import (
 
 // Limits of a submission. docs/api.md lists them; changing one changes the API.
 const (
-	maxNameLen        = 128 // characters; the jobs table checks it too
-	maxQueueLen       = 64
+	maxNameLen        = job.MaxNameLen
+	maxQueueLen       = wire.MaxQueueNameLen
 	maxIdempotencyLen = 200 // characters
 	minPriority       = -1000
 	maxPriority       = 1000
@@ -273,7 +271,7 @@ func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (sto
 	p.Queue = req.Queue
 	if p.Queue == "" {
 		p.Queue = "default"
-	} else if !validQueue(p.Queue) {
+	} else if !wire.ValidQueueName(p.Queue) {
 		return bad("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
 	}
 
@@ -413,21 +411,12 @@ func checkPayload(raw json.RawMessage, maxPayload int, field string) (json.RawMe
 	return payload, nil
 }
 
-// checkText returns why s is not acceptable as a name of at most max
-// characters ("" if it is): valid UTF-8 without control characters.
+// checkText is job.CheckText for a field that may be left out: "" passes.
 func checkText(s string, max int) string {
-	if !utf8.ValidString(s) {
-		return "must be valid UTF-8"
+	if s == "" {
+		return ""
 	}
-	if n := utf8.RuneCountInString(s); n > max {
-		return fmt.Sprintf("is %d characters long, at most %d are allowed", n, max)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return "must not contain control characters"
-		}
-	}
-	return ""
+	return job.CheckText(s, max)
 }
 
 func checkIdempotencyKey(key, field string) error {
@@ -435,19 +424,4 @@ func checkIdempotencyKey(key, field string) error {
 		return httpx.InvalidField(field, "%s", msg)
 	}
 	return nil
-}
-
-func validQueue(q string) bool {
-	if len(q) == 0 || len(q) > maxQueueLen {
-		return false
-	}
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
 )
 
 func TestNormalizePayload(t *testing.T) {
@@ -145,7 +146,7 @@ func checkParams(t *testing.T, name, queue string, prio, retries, timeout int, k
 	if name == "" || utf8.RuneCountInString(name) > maxNameLen || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		t.Errorf("name %q accepted", name)
 	}
-	if !validQueue(queue) {
+	if !wire.ValidQueueName(queue) {
 		t.Errorf("queue %q accepted", queue)
 	}
 	if prio < minPriority || prio > maxPriority || retries < 0 || retries > maxMaxRetries || timeout < 0 || timeout > maxTimeoutSeconds {

@@ -243,7 +243,7 @@ func bulkFilter(req wire.BulkRequest) (store.OperationFilter, error) {
 			return f, httpx.InvalidField("name", "%s", msg)
 		}
 	}
-	if req.Queue != "" && !validQueue(req.Queue) {
+	if req.Queue != "" && !wire.ValidQueueName(req.Queue) {
 		return f, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
 	}
 	if req.Fingerprint != "" {

@@ -107,7 +107,7 @@ func (v service) checkList(p store.JobListParams) (store.JobListParams, error) {
 			return p, httpx.InvalidField("name", "%s", msg)
 		}
 	}
-	if p.Queue != "" && !validQueue(p.Queue) {
+	if p.Queue != "" && !wire.ValidQueueName(p.Queue) {
 		return p, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
 	}
 	if err := checkFingerprint(p.Fingerprint, p.Name); err != nil {
