@@ -88,6 +88,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/internal/store"
 )
@@ -125,12 +126,28 @@ type server struct {
 	admin   *pgx.Conn  // connected to the "postgres" database
 }
 
+// IgnoreAsyncCancel is the goleak option for the goroutine pgx starts to
+// cancel on the server a query whose context ended
+// (pgconn.(*PgConn).asyncClose): it dials the server with a bound of its own
+// (15 s), so after a test that froze (Pause) or cut off a server it may
+// still be dialling when the tests end. Pass it to Main in packages whose
+// tests do that.
+var IgnoreAsyncCancel = goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn.(*PgConn).asyncClose.func1")
+
 // Main is a TestMain for packages that need only PostgreSQL: it runs the
 // tests, stops the server if one was started, and exits with the tests'
-// status.
-func Main(m *testing.M) {
+// status; if they passed but left a goroutine running (goleak, ignoring
+// what opts name), it prints it and exits 1. The check comes after Cleanup,
+// so the server's supervising goroutine needs no ignore.
+func Main(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
 	Cleanup()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

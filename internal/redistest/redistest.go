@@ -66,6 +66,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/dtsched/dts/internal/childproc"
 )
 
@@ -86,10 +88,18 @@ var (
 
 // Main is a TestMain for packages that need only Redis: it runs the tests,
 // stops the shared server if one was started, and exits with the tests'
-// status.
-func Main(m *testing.M) {
+// status; if they passed but left a goroutine running (goleak, ignoring
+// what opts name), it prints it and exits 1. The check comes after Cleanup,
+// so the server's supervising goroutine needs no ignore.
+func Main(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
 	Cleanup()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

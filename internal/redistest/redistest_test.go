@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,18 +13,10 @@ import (
 	"github.com/dtsched/dts/internal/redistest"
 )
 
-// TestMain is Main spelled out, plus a check that Cleanup leaves nothing
-// behind: the goroutine that supervises a server ends once it is reaped.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.Cleanup()
-	buf := make([]byte, 1<<20)
-	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "childproc.(*Process).supervise") {
-		fmt.Fprintf(os.Stderr, "a server is still supervised after Cleanup:\n%s\n", stacks)
-		code = 1
-	}
-	os.Exit(code)
-}
+// Main's goleak check, made after Cleanup, is also the check that Cleanup
+// and the tests' t.Cleanup leave nothing behind: the goroutine that
+// supervises a server ends once it is reaped.
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // client is the smallest Redis client that lets these tests avoid depending
 // on the code under test elsewhere: one connection, RESP2, no pipelining.

@@ -16,7 +16,9 @@ import (
 	"github.com/dtsched/dts/internal/store"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestStoreSurvivesHungPrimary freezes a server that pgx may still be
+// dialling to cancel a query when the tests end (IgnoreAsyncCancel).
+func TestMain(m *testing.M) { pgtest.Main(m, pgtest.IgnoreAsyncCancel) }
 
 // env is one test's database: the store under test and a plain pool for
 // the SQL a test uses to inspect rows or move the clock of a row (lease
@@ -35,7 +37,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	ctx := t.Context()
-	s, err := store.Open(ctx, url, 0, false)
+	s, err := store.Open(ctx, url, store.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
