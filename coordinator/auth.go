@@ -296,7 +296,7 @@ type CredentialAdmin struct {
 
 // OpenCredentialAdmin connects to PostgreSQL (applying migrations).
 func OpenCredentialAdmin(ctx context.Context, databaseURL string) (*CredentialAdmin, error) {
-	st, err := store.Open(ctx, databaseURL, 2, true)
+	st, err := store.Open(ctx, databaseURL, store.Options{MaxConns: 2, Migrate: true})
 	if err != nil {
 		return nil, err
 	}

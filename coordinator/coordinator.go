@@ -60,7 +60,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Coordinator, error
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, 16, true, store.PinIndexPlans())
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: 16, Migrate: true, PinIndexPlans: true})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -120,9 +121,9 @@ func TestLockTimeoutChangesNoOutcome(t *testing.T) {
 	r := newRig(t)
 	cs := r.insertLeased(3, "w")
 	results := []string{`1`, `{"b": 2}`, `"c"`}
-	st, err := store.Open(r.ctx, r.store.DatabaseURL(), 4, false, store.PinIndexPlans(), func(c *pgxpool.Config) {
+	st, err := store.Open(r.ctx, r.store.DatabaseURL(), store.Options{MaxConns: 4, PinIndexPlans: true, Configure: func(c *pgxpool.Config) {
 		c.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestLonePoisonResultFails(t *testing.T) {
 	}
 	r.sendResults(completed(cs[0], `{"refuse":true}`))
 	r.start(r.results())
-	waitFor(t, "the poison result applied", func() bool { return r.states(cs)[cs[0].ID] == "failed" })
+	testwait.For(t, 10*time.Second, "the poison result applied", func() bool { return r.states(cs)[cs[0].ID] == "failed" })
 	var reason string
 	if err := r.db.QueryRow(r.ctx, `SELECT errors->0->>'reason' FROM jobs WHERE id = $1`, cs[0].ID).Scan(&reason); err != nil {
 		t.Fatal(err)
@@ -188,5 +189,5 @@ func TestLonePoisonResultFails(t *testing.T) {
 		t.Errorf("reason %q, want %s", reason, job.ReasonInvalidResult)
 	}
 	r.sendResults(completed(cs[1], `2`))
-	waitFor(t, "the good result applied", func() bool { return r.states(cs)[cs[1].ID] == "completed" })
+	testwait.For(t, 10*time.Second, "the good result applied", func() bool { return r.states(cs)[cs[1].ID] == "completed" })
 }

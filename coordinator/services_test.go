@@ -28,6 +28,7 @@ import (
 	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/startstop/startstoptest"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -49,7 +50,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, url, 8, false, store.PinIndexPlans())
+	st, err := store.Open(ctx, url, store.Options{MaxConns: 8, PinIndexPlans: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,23 +179,12 @@ func allIn(m map[int64]string, want string) bool {
 	return true
 }
 
-// waitFor polls cond every 20 ms for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // caughtUp waits until the heartbeat reader has caught up after now.
 func (r *rig) caughtUp() {
 	r.t.Helper()
 	since := time.Now()
-	waitFor(r.t, "the heartbeat reader to catch up", func() bool {
+	testwait.For(r.t, 10*time.Second, "the heartbeat reader to catch up", func() bool {
 		r.b.l.live.mu.Lock()
 		defer r.b.l.live.mu.Unlock()
 		return r.b.l.live.at.After(since)
@@ -333,7 +323,7 @@ func TestPoisonResultStopsNothing(t *testing.T) {
 	r.sendResults(completed(cs[0], `{"n":1}`), completed(cs[1], `{"x":1e-20000}`), completed(cs[2], `2`),
 		completed(cs[3], `{"refuse":true}`), completed(cs[4], `[1e200000]`), completed(cs[5], `"ok"`))
 	r.start(r.results())
-	waitFor(t, "every result applied", func() bool {
+	testwait.For(t, 10*time.Second, "every result applied", func() bool {
 		st := r.states(cs)
 		return st[cs[0].ID] == "completed" && st[cs[2].ID] == "completed" && st[cs[5].ID] == "completed" &&
 			st[cs[1].ID] == "failed" && st[cs[3].ID] == "failed" && st[cs[4].ID] == "failed"
@@ -348,7 +338,7 @@ func TestPoisonResultStopsNothing(t *testing.T) {
 		}
 	}
 	// The stream is empty: nothing is left to be read again forever.
-	waitFor(t, "the results acknowledged", func() bool {
+	testwait.For(t, 10*time.Second, "the results acknowledged", func() bool {
 		n, _ := r.rdb.XLen(r.ctx, r.keys.Results()).Result()
 		return n == 0
 	})
@@ -369,7 +359,7 @@ func TestOrphanedResultsAreReadAgain(t *testing.T) {
 	// something.
 	first := r.insertLeased(1, "w")
 	r.sendResults(completed(first[0], `0`))
-	waitFor(t, "the first result applied", func() bool { return r.states(first)[first[0].ID] == "completed" })
+	testwait.For(t, 10*time.Second, "the first result applied", func() bool { return r.states(first)[first[0].ID] == "completed" })
 
 	// Another reader takes the next result, and hands it to the leader's
 	// pending list without delivering it (XCLAIM): only a re-read of the
@@ -393,7 +383,7 @@ func TestOrphanedResultsAreReadAgain(t *testing.T) {
 		Consumer: queue.ResultsConsumer, Messages: []string{id}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orphaned result applied", func() bool { return r.states(cs)[cs[0].ID] == "completed" })
+	testwait.For(t, 10*time.Second, "the orphaned result applied", func() bool { return r.states(cs)[cs[0].ID] == "completed" })
 }
 
 // TestHeartbeatIDsBackwards: when the heartbeat stream is replaced by one
@@ -525,7 +515,7 @@ func TestExpiredLeaseOfUnheardWorkerIsSpared(t *testing.T) {
 		t.Fatalf("before w's heartbeats were applied: %v; want every job still leased", got)
 	}
 	r.beat("w", cs)
-	waitFor(t, "w's leases extended", func() bool {
+	testwait.For(t, 10*time.Second, "w's leases extended", func() bool {
 		var n int
 		_ = r.db.QueryRow(r.ctx, `SELECT count(*) FROM jobs WHERE lease_expires_at > now()`).Scan(&n)
 		return n == len(cs)

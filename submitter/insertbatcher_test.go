@@ -153,7 +153,7 @@ func TestInsertBatcherSharedStatementAgainstPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, url, 0, false)
+	st, err := store.Open(ctx, url, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestInsertBatcherLookupErrorCreatesNoDuplicate(t *testing.T) {
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
 	fault := failStatement("FROM jobs WHERE idempotency_key = ANY")
-	st, err := store.Open(ctx, url, 0, false, func(c *pgxpool.Config) { c.ConnConfig.Tracer = fault })
+	st, err := store.Open(ctx, url, store.Options{Configure: func(c *pgxpool.Config) { c.ConnConfig.Tracer = fault }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestInsertBatcherKeyDeletedDuringInsert(t *testing.T) {
 			panic(fmt.Sprintf("delete the old job: %v", err))
 		}
 	}}
-	st, err := store.Open(ctx, url, 0, false, func(c *pgxpool.Config) { c.ConnConfig.Tracer = retention })
+	st, err := store.Open(ctx, url, store.Options{Configure: func(c *pgxpool.Config) { c.ConnConfig.Tracer = retention }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestInsertBatcherUniqueSharedStatement(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, url, 0, false)
+	st, err := store.Open(ctx, url, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestInsertBatcherUniqueRepeatAfterKeyedFirst(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, url, 0, false)
+	st, err := store.Open(ctx, url, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestInsertWithoutUniqueIsOneStatement(t *testing.T) {
 	var mu sync.Mutex
 	var sqls []string
 	tracer := &statementLog{log: func(sql string) { mu.Lock(); sqls = append(sqls, sql); mu.Unlock() }}
-	st, err := store.Open(ctx, url, 0, false, func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer })
+	st, err := store.Open(ctx, url, store.Options{Configure: func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, 0, true)
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Migrate: true})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

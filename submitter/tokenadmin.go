@@ -33,7 +33,7 @@ type TokenAdmin struct {
 
 // OpenTokenAdmin connects to PostgreSQL (applying migrations).
 func OpenTokenAdmin(ctx context.Context, databaseURL string) (*TokenAdmin, error) {
-	st, err := store.Open(ctx, databaseURL, 2, true)
+	st, err := store.Open(ctx, databaseURL, store.Options{MaxConns: 2, Migrate: true})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 // (docs/benchmarks.md, "Limits").
 func BenchmarkClaimUnlimited(b *testing.B) {
 	ctx := b.Context()
-	s, err := store.Open(ctx, pgtest.NewDatabase(b), 4, false, store.PinIndexPlans())
+	s, err := store.Open(ctx, pgtest.NewDatabase(b), store.Options{MaxConns: 4, PinIndexPlans: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestStoreSocketOptions(t *testing.T) {
 		{"&tcp_user_timeout=4000&keepalives_idle=7&keepalives_interval=1&keepalives_count=2", 4000, 1, 7, 1, 2},
 		{"&tcp_user_timeout=0&keepalives=0", 0, 0, -1, -1, -1},
 	} {
-		s, err := store.Open(ctx, url+tc.params, 1, false)
+		s, err := store.Open(ctx, url+tc.params, store.Options{MaxConns: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func TestStoreSurvivesHungPrimary(t *testing.T) {
 	const connectTimeout = 2 * time.Second
 	p := pgtest.StartPair(t, pgtest.PairOptions{Sync: true})
 	ctx := t.Context()
-	s, err := store.Open(ctx, p.URL()+"&connect_timeout=2", 4, true)
+	s, err := store.Open(ctx, p.URL()+"&connect_timeout=2", store.Options{MaxConns: 4, Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestStoreSurvivesHungPrimary(t *testing.T) {
 func TestStoreSlowStatementOnLiveServer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.Open(ctx, pgtest.NewDatabase(t)+"&connect_timeout=1", 2, false)
+	s, err := store.Open(ctx, pgtest.NewDatabase(t)+"&connect_timeout=1", store.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +100,12 @@ func TestStoreNetworkParams(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
-	s, err := store.Open(ctx, url+"&connect_timeout=3&tcp_user_timeout=4000&keepalives=1&keepalives_idle=7&keepalives_interval=1&keepalives_count=2", 2, false)
+	s, err := store.Open(ctx, url+"&connect_timeout=3&tcp_user_timeout=4000&keepalives=1&keepalives_idle=7&keepalives_interval=1&keepalives_count=2", store.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatalf("open with the libpq network parameters: %v", err)
 	}
 	s.Close()
-	if _, err := store.Open(ctx, url+"&tcp_user_timeout=soon", 2, false); err == nil || !strings.Contains(err.Error(), "tcp_user_timeout") {
+	if _, err := store.Open(ctx, url+"&tcp_user_timeout=soon", store.Options{MaxConns: 2}); err == nil || !strings.Contains(err.Error(), "tcp_user_timeout") {
 		t.Fatalf("open with tcp_user_timeout=soon: %v; want an error naming it", err)
 	}
 }

@@ -77,7 +77,7 @@ func TestBadDataBySQLState(t *testing.T) {
 func TestTransientErrorsAreNotBadData(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.Open(ctx, pgtest.NewDatabase(t), 4, false)
+	s, err := store.Open(ctx, pgtest.NewDatabase(t), store.Options{MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

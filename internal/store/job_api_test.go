@@ -639,7 +639,7 @@ func TestStoreUnavailableOnTerminatedSession(t *testing.T) {
 	e := newEnv(t)
 	id := e.insertN(t, 1, "x", 0)[0]
 	// One connection, so the next statement runs on the terminated session.
-	s, err := store.Open(e.ctx, e.url+"&pool_max_conns=1&application_name=victim", 0, false)
+	s, err := store.Open(e.ctx, e.url+"&pool_max_conns=1&application_name=victim", store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

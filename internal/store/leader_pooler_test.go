@@ -28,7 +28,7 @@ func TestLeaderLeaseThroughTransactionPooler(t *testing.T) {
 	ctx := t.Context()
 
 	open := func(name string) *store.Store {
-		s, err := store.Open(ctx, pooled, 2, false, store.PinIndexPlans())
+		s, err := store.Open(ctx, pooled, store.Options{MaxConns: 2, PinIndexPlans: true})
 		if err != nil {
 			t.Fatalf("open store %s through the pooler: %v", name, err)
 		}

@@ -61,7 +61,7 @@ func TestMigrateThroughTransactionPooler(t *testing.T) {
 				defer wg.Done()
 				c, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				s, err := store.Open(c, pooled, 2, true)
+				s, err := store.Open(c, pooled, store.Options{MaxConns: 2, Migrate: true})
 				if err == nil {
 					s.Close()
 				}

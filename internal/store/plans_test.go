@@ -63,7 +63,7 @@ func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The flush happens when that session goes idle; read from another.
-	other, err := store.Open(ctx, url, 1, false)
+	other, err := store.Open(ctx, url, store.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestPinIndexPlansKeepsLeaseStatementsOffSequentialScans(t *testing.T) {
 func TestPoolSessionsNeverJITCompile(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.Open(ctx, pgtest.NewDatabase(t), 1, false, store.PinIndexPlans())
+	s, err := store.Open(ctx, pgtest.NewDatabase(t), store.Options{MaxConns: 1, PinIndexPlans: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestPoolSessionsNeverJITCompile(t *testing.T) {
 func TestRefusedErrors(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.Open(ctx, pgtest.NewDatabase(t), 2, false)
+	s, err := store.Open(ctx, pgtest.NewDatabase(t), store.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestPlainClaimPlannedColdReadsItsIndex(t *testing.T) {
 func openPinnedLeader(t *testing.T) (s *store.Store, epoch int64, url string) {
 	t.Helper()
 	url = pgtest.NewDatabase(t)
-	s, err := store.Open(t.Context(), url, 1, false, store.PinIndexPlans())
+	s, err := store.Open(t.Context(), url, store.Options{MaxConns: 1, PinIndexPlans: true})
 	if err != nil {
 		t.Fatal(err)
 	}

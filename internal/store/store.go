@@ -37,32 +37,37 @@ type Store struct {
 	guard *hangGuard
 }
 
-// Option changes how Open sets up the pool.
-type Option func(*pgxpool.Config)
-
-// PinIndexPlans makes the pool's sessions plan with enable_seqscan,
-// enable_hashjoin and enable_mergejoin off, for a pool whose statements all
-// reach rows by key or through a partial index (the coordinator's). A
-// session keeps the generic plan it made the first time it ran a statement:
-// one made while the jobs table was nearly empty, as on a fresh install,
-// scans the whole table, and goes on scanning it as it grows until an
-// ANALYZE invalidates the plan (autovacuum's first can be a minute away).
-// The off switches only make those plans expensive, so a statement with no
-// other way still runs. StatsGet, which does count the whole table, turns
-// sequential scans back on for itself.
-func PinIndexPlans() Option {
-	return func(cfg *pgxpool.Config) {
-		for _, name := range []string{"enable_seqscan", "enable_hashjoin", "enable_mergejoin"} {
-			cfg.ConnConfig.RuntimeParams[name] = "off"
-		}
-	}
+// Options says how Open sets up the pool. The zero value: pgx's pool size
+// (pool_max_conns in the URL, or pgx's default), no migrations, the
+// planner's defaults.
+type Options struct {
+	// MaxConns bounds the pool; 0: pool_max_conns from the URL, or pgx's
+	// default.
+	MaxConns int32
+	// Migrate applies the migrations Open has not seen applied.
+	Migrate bool
+	// PinIndexPlans makes the pool's sessions plan with enable_seqscan,
+	// enable_hashjoin and enable_mergejoin off, for a pool whose
+	// statements all reach rows by key or through a partial index (the
+	// coordinator's). A session keeps the generic plan it made the first
+	// time it ran a statement: one made while the jobs table was nearly
+	// empty, as on a fresh install, scans the whole table, and goes on
+	// scanning it as it grows until an ANALYZE invalidates the plan
+	// (autovacuum's first can be a minute away). The off switches only
+	// make those plans expensive, so a statement with no other way still
+	// runs. StatsGet, which does count the whole table, turns sequential
+	// scans back on for itself.
+	PinIndexPlans bool
+	// Configure, when set, changes the pool's configuration last (tests
+	// add tracers with it).
+	Configure func(*pgxpool.Config)
 }
 
 // Open connects to databaseURL, checks the connection, and applies the
-// migrations when migrate is true. It bounds every wait on the network
+// migrations when o.Migrate is set. It bounds every wait on the network
 // (dial.go) and starts a guard that closes the connections of a server
 // that stops answering (hangGuard), which Close stops.
-func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool, opts ...Option) (*Store, error) {
+func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -74,8 +79,8 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool,
 	guard := newHangGuard(ns.dialer().DialContext, ns.connectTimeout)
 	cfg.ConnConfig.ConnectTimeout = ns.connectTimeout
 	cfg.ConnConfig.DialFunc = guard.DialContext
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
 	}
 	// Generic plans only: the batch statements are written for them (see
 	// leased in lease.go); a custom plan built from stale statistics can be
@@ -89,8 +94,13 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool,
 	// taking a fifth of a core and adding tens of milliseconds to job
 	// starts at 1,000 jobs/s.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	for _, o := range opts {
-		o(cfg)
+	if o.PinIndexPlans {
+		for _, name := range []string{"enable_seqscan", "enable_hashjoin", "enable_mergejoin"} {
+			cfg.ConnConfig.RuntimeParams[name] = "off"
+		}
+	}
+	if o.Configure != nil {
+		o.Configure(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -102,7 +112,7 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, migrate bool,
 		s.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	if migrate {
+	if o.Migrate {
 		if err := Migrate(ctx, pool); err != nil {
 			s.Close()
 			return nil, err
