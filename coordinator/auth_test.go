@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,12 +17,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/coordinator"
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -29,6 +32,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
 	redistest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -153,13 +162,7 @@ func (r *running) metric(series string) float64 {
 
 func (r *running) eventually(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(r.t, 15*time.Second, what, cond)
 }
 
 // heartbeats sends a heartbeat for each worker every 100ms until the test ends.
@@ -207,6 +210,10 @@ func TestWorkerCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	marker, _, err := admin.Create(t.Context(), "test", "w-marker")
+	if err != nil {
+		t.Fatal(err)
+	}
 	forged, _ := auth.NewWorkerCredential()
 	stop := r.heartbeats(
 		hb("w-good", good),
@@ -224,13 +231,17 @@ func TestWorkerCredentials(t *testing.T) {
 		t.Fatalf("workers = %v, want only w-good", ws)
 	}
 
-	// A forged "stopped" heartbeat for w-good changes nothing.
+	// A forged "stopped" heartbeat for w-good changes nothing. Heartbeats
+	// are read in the order they reach Redis, so once a worker that beats
+	// after it is registered, the forged stop has been read.
 	bad := hb("w-good", forged)
 	bad.Stopped = true
-	if err := r.q.SendHeartbeat(t.Context(), bad); err != nil {
-		t.Fatal(err)
+	for _, h := range []wire.Heartbeat{bad, hb("w-marker", marker)} {
+		if err := r.q.SendHeartbeat(t.Context(), h); err != nil {
+			t.Fatal(err)
+		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	r.eventually("the heartbeat after the forged stop read", func() bool { return r.workers("")["w-marker"] == "available" })
 	if st := r.workers("")["w-good"]; st != "available" {
 		t.Fatalf("after a forged stop: w-good is %s", st)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -85,7 +86,7 @@ func TestDispatchCoolsDownOnlyWhileSlotsAreFree(t *testing.T) {
 		t.Fatalf("%d jobs pending during the cooldown; want all 3", n)
 	}
 	close(release)
-	waitFor(t, "the 3 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 3 })
+	testwait.For(t, 10*time.Second, "the 3 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 3 })
 	if got := rec.got(); !slices.Equal(got, []int{3}) {
 		t.Fatalf("claims = %v; want one of 3", got)
 	}
@@ -97,9 +98,9 @@ func TestDispatchCoolsDownOnlyWhileSlotsAreFree(t *testing.T) {
 	release = nextCooldown()
 	r.insertIn("default", 0, 20)
 	close(release)
-	waitFor(t, "10 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 10 })
+	testwait.For(t, 10*time.Second, "10 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 10 })
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "w2", JobTypes: []string{"*"}, Concurrency: 5}, time.Now())
-	waitFor(t, "15 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 15 })
+	testwait.For(t, 10*time.Second, "15 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 15 })
 	if got := rec.got(); !slices.Equal(got, []int{3, 7, 5}) {
 		t.Fatalf("claims = %v; want 3, 7, then 5", got)
 	}

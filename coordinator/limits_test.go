@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -124,7 +125,7 @@ func TestDispatchLimitedWakeClaimsLimitedJobsAtOnce(t *testing.T) {
 	// effort.
 	wakeUntil := func(what string, limited bool, cond func() bool) {
 		t.Helper()
-		waitFor(t, what, func() bool {
+		testwait.For(t, 10*time.Second, what, func() bool {
 			if err := r.queue.Wake(r.ctx, wire.Wake{Limited: limited}); err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestDispatchConcurrencyLimitsHold(t *testing.T) {
 		t.Fatalf("%d jobs named b got the name limit's key; want 300", n)
 	}
 	r.dispatchAndApply()
-	waitForLong(t, "every job to complete", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "every job to complete", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE status = 'completed'`) == 1000
 	})
 	rt.mu.Lock()
@@ -228,13 +229,13 @@ func TestDispatchRateLimitHolds(t *testing.T) {
 	r.insertKeyed("free", "", 300)
 	t0 := time.Now()
 	r.dispatchAndApply()
-	waitForLong(t, "the unlimited jobs to complete", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the unlimited jobs to complete", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE name = 'free' AND status = 'completed'`) == 300
 	})
 	if d := time.Since(t0); d > 3*period {
 		t.Errorf("the unlimited jobs took %v: held up behind the rate-limited ones", d)
 	}
-	waitForLong(t, "every job to complete", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "every job to complete", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE status = 'completed'`) == 1300
 	})
 	rt.mu.Lock()
@@ -254,17 +255,5 @@ func TestDispatchRateLimitHolds(t *testing.T) {
 	}
 	if d := starts[len(starts)-1].Sub(starts[0]); d < 3*period-slack {
 		t.Fatalf("1000 starts took %v; at %d per %v they need at least %v", d, rate, period, 3*period)
-	}
-}
-
-// waitForLong is waitFor with a longer deadline.
-func waitForLong(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -80,14 +81,14 @@ func TestResultsLingerOnlyWhileSlotsAreFree(t *testing.T) {
 	r.sendResults(completed(cs[1], `1`))
 	// Jobs now wait for slots: the wait ends, and both go in one statement.
 	r.b.l.slots.set(true)
-	waitFor(t, "both results applied", func() bool { return allIn(r.states(cs[:2]), "completed") })
+	testwait.For(t, 10*time.Second, "both results applied", func() bool { return allIn(r.states(cs[:2]), "completed") })
 	if got := counter.got(); !slices.Equal(got, []int{2}) {
 		t.Fatalf("completion statements = %v; want one of 2", got)
 	}
 
 	// While jobs wait for slots, a lone result is applied as it comes.
 	r.sendResults(completed(cs[2], `2`))
-	waitFor(t, "the third result applied", func() bool { return allIn(r.states(cs[2:3]), "completed") })
+	testwait.For(t, 10*time.Second, "the third result applied", func() bool { return allIn(r.states(cs[2:3]), "completed") })
 	if got := counter.got(); !slices.Equal(got, []int{2, 1}) {
 		t.Fatalf("completion statements = %v; want 2, then 1", got)
 	}
@@ -104,7 +105,7 @@ func TestResultsLingerOnlyWhileSlotsAreFree(t *testing.T) {
 	if _, err := pipe.Exec(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a full read applied", func() bool { return allIn(r.states(cs[4:]), "completed") })
+	testwait.For(t, 10*time.Second, "a full read applied", func() bool { return allIn(r.states(cs[4:]), "completed") })
 	if got := counter.got(); !slices.Equal(got, []int{2, 1, lingerBelow}) {
 		t.Fatalf("completion statements = %v; want 2, 1, then %d", got, lingerBelow)
 	}
@@ -187,11 +188,11 @@ func TestResultBatchEntries(t *testing.T) {
 	}
 	r.b.l.slots.set(true) // no linger: the read is what the test looks at
 	r.start(a)
-	waitFor(t, "every result applied", func() bool { return allIn(r.states(cs), "completed") })
+	testwait.For(t, 10*time.Second, "every result applied", func() bool { return allIn(r.states(cs), "completed") })
 	if got := counter.got(); !slices.Equal(got, []int{5, 2}) {
 		t.Errorf("completion statements = %v; want the batch's 5, then the 2 single entries", got)
 	}
-	waitFor(t, "the entries acknowledged", func() bool {
+	testwait.For(t, 10*time.Second, "the entries acknowledged", func() bool {
 		n, _ := r.rdb.XLen(r.ctx, r.keys.Results()).Result()
 		return n == 0
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -179,26 +180,26 @@ func TestDispatchPauseAndResume(t *testing.T) {
 	})
 	r.insertIn("reports", 5, 4)
 	r.dispatchAndApply()
-	waitFor(t, "4 reports jobs running", func() bool {
+	testwait.For(t, 10*time.Second, "4 reports jobs running", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE queue = 'reports' AND status = 'leased'`) == 4
 	})
 	if _, err := r.store.QueueSetPaused(r.ctx, "reports", true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the dispatcher to load the pause", func() bool { return testutil.ToFloat64(r.b.metrics.queuesConfigured) == 1 })
+	testwait.For(t, 10*time.Second, "the dispatcher to load the pause", func() bool { return testutil.ToFloat64(r.b.metrics.queuesConfigured) == 1 })
 	// Higher priority than default and older: a claim that ignored the
 	// pause would take them before the default jobs.
 	r.insertIn("reports", 5, 10)
 	r.insertIn("default", 0, 4)
 	r.b.l.wake()
-	waitFor(t, "the default jobs to complete", func() bool {
+	testwait.For(t, 10*time.Second, "the default jobs to complete", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE queue = 'default' AND status = 'completed'`) == 4
 	})
 	if n := r.count(`SELECT count(*) FROM jobs WHERE queue = 'reports' AND status = 'pending'`); n != 10 {
 		t.Fatalf("%d reports jobs pending while paused; want all 10", n)
 	}
 	close(release) // the running ones finish
-	waitFor(t, "the 4 running reports jobs to complete", func() bool {
+	testwait.For(t, 10*time.Second, "the 4 running reports jobs to complete", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE queue = 'reports' AND status = 'completed'`) == 4
 	})
 	if n := r.count(`SELECT count(*) FROM jobs WHERE queue = 'reports' AND status <> 'completed' AND status <> 'pending'`); n != 0 {
@@ -207,7 +208,7 @@ func TestDispatchPauseAndResume(t *testing.T) {
 	if _, err := r.store.QueueSetPaused(r.ctx, "reports", false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every reports job to complete after resume", func() bool {
+	testwait.For(t, 10*time.Second, "every reports job to complete after resume", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE queue = 'reports' AND status = 'completed'`) == 14
 	})
 }
@@ -225,7 +226,7 @@ func TestDispatchWeightedShares(t *testing.T) {
 	w1 := r.fakeWorker("w1", 10, weights, nil)
 	w2 := r.fakeWorker("w2", 10, weights, nil)
 	r.dispatchAndApply()
-	waitFor(t, "400 jobs to start", func() bool { return len(w1.deliveries())+len(w2.deliveries()) >= 400 })
+	testwait.For(t, 10*time.Second, "400 jobs to start", func() bool { return len(w1.deliveries())+len(w2.deliveries()) >= 400 })
 	var all []wire.Delivery
 	for _, w := range []*fakeWorker{w1, w2} {
 		all = append(all, w.deliveries()...)
@@ -272,7 +273,7 @@ func TestDispatchQueueCap(t *testing.T) {
 	r.insertIn("reports", 5, 30)
 	r.insertIn("default", 0, 60)
 	r.dispatchAndApply()
-	waitFor(t, "every job to complete", func() bool {
+	testwait.For(t, 10*time.Second, "every job to complete", func() bool {
 		return r.count(`SELECT count(*) FROM jobs WHERE status = 'completed'`) == 90
 	})
 	if m := most.Load(); m != 2 {

@@ -8,6 +8,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,8 +48,8 @@ func (r *rig) lockRow(id int64) (pid int32, release func()) {
 // in seen (each retry of the applier is a new statement, with a new start).
 func (r *rig) nextWait(holder int32, seen map[wait]bool) wait {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var next wait
+	testwait.For(r.t, 10*time.Second, fmt.Sprintf("a statement blocked by pid %d (seen %d)", holder, len(seen)), func() bool {
 		rows, err := r.db.Query(r.ctx, `SELECT pid, query_start FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder)
 		if err != nil {
 			r.t.Fatal(err)
@@ -62,13 +63,13 @@ func (r *rig) nextWait(holder int32, seen map[wait]bool) wait {
 		}
 		for _, w := range ws {
 			if !seen[w] {
-				return w
+				next = w
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r.t.Fatalf("timed out waiting for a statement blocked by pid %d (seen %d)", holder, len(seen))
-	return wait{}
+		return false
+	})
+	return next
 }
 
 // appliedAsSent checks that each job of cs completed with the result its
@@ -76,13 +77,12 @@ func (r *rig) nextWait(holder int32, seen map[wait]bool) wait {
 // and that the dead-letter mirror is empty.
 func (r *rig) appliedAsSent(cs []store.Claimed, results []string) {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for st := r.states(cs); !allIn(st, "completed"); st = r.states(cs) {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("states %v; want every job completed", st)
+	testwait.NoError(r.t, 10*time.Second, "every job completed", func() error {
+		if st := r.states(cs); !allIn(st, "completed") {
+			return fmt.Errorf("states %v", st)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for i, c := range cs {
 		var result json.RawMessage
 		var attempts int

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // TestMaintenanceWritesRollup: the running maintenance service writes the
@@ -26,7 +28,7 @@ func TestMaintenanceWritesRollup(t *testing.T) {
 	m := &maintainer{base: r.b, store: r.store, queue: r.queue}
 	r.start(m)
 	var completed, failed int64
-	waitFor(t, "the rollup of the last minute", func() bool {
+	testwait.For(t, 10*time.Second, "the rollup of the last minute", func() bool {
 		err := r.db.QueryRow(r.ctx, `SELECT completed, failed, minute FROM job_rollup WHERE minute >= $1 AND name = 'report'`, last).
 			Scan(&completed, &failed, &last)
 		return err == nil

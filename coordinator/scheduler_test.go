@@ -9,6 +9,7 @@ import (
 
 	"github.com/dtsched/dts/internal/schedule"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // newSchedule creates a schedule of the rig's database.
@@ -57,7 +58,7 @@ func TestSchedulerFiresTicks(t *testing.T) {
 	sc := r.newSchedule("every-second", "* * * * * *", schedule.OverlapAllow, schedule.CatchUpNone)
 	r.start(r.scheduler())
 	var ticks map[time.Time]int
-	waitFor(t, "three ticks", func() bool { ticks = r.scheduleJobs(sc.ID); return len(ticks) >= 3 })
+	testwait.For(t, 10*time.Second, "three ticks", func() bool { ticks = r.scheduleJobs(sc.ID); return len(ticks) >= 3 })
 	first := sc.NextFireAt.UTC()
 	for i := range 3 {
 		tick := first.Add(time.Duration(i) * time.Second)
@@ -92,16 +93,16 @@ func TestSchedulerSkipsWhileBusy(t *testing.T) {
 	r := newRig(t)
 	sc := r.newSchedule("skip", "* * * * * *", schedule.OverlapSkip, schedule.CatchUpNone)
 	r.start(r.scheduler())
-	waitFor(t, "the first tick", func() bool { return len(r.scheduleJobs(sc.ID)) == 1 })
+	testwait.For(t, 10*time.Second, "the first tick", func() bool { return len(r.scheduleJobs(sc.ID)) == 1 })
 	skipped := func() float64 { return testutil.ToFloat64(r.b.metrics.scheduleTicks.WithLabelValues(tickSkipped)) }
-	waitFor(t, "two skipped ticks", func() bool { return skipped() >= 2 })
+	testwait.For(t, 10*time.Second, "two skipped ticks", func() bool { return skipped() >= 2 })
 	if n := len(r.scheduleJobs(sc.ID)); n != 1 {
 		t.Fatalf("%d ticks enqueued while the first job was pending, want 1", n)
 	}
 	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET status = 'completed', finished_at = now() WHERE schedule_id = $1`, sc.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a tick after the job completed", func() bool { return len(r.scheduleJobs(sc.ID)) == 2 })
+	testwait.For(t, 10*time.Second, "a tick after the job completed", func() bool { return len(r.scheduleJobs(sc.ID)) == 2 })
 }
 
 // TestSchedulerCatchUp: after five hours without a leader, an hourly
@@ -124,7 +125,7 @@ func TestSchedulerCatchUp(t *testing.T) {
 	}
 	r.start(r.scheduler())
 	for _, sc := range []*store.Schedule{none, one} {
-		waitFor(t, sc.Name+" looked at", func() bool {
+		testwait.For(t, 10*time.Second, sc.Name+" looked at", func() bool {
 			got, err := r.store.ScheduleGet(r.ctx, sc.ID)
 			return err == nil && got.NextFireAt.After(now)
 		})

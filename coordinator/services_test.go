@@ -179,7 +179,6 @@ func allIn(m map[int64]string, want string) bool {
 	return true
 }
 
-
 // caughtUp waits until the heartbeat reader has caught up after now.
 func (r *rig) caughtUp() {
 	r.t.Helper()
@@ -251,7 +250,17 @@ func TestLockedTableReclaimsNothing(t *testing.T) {
 	if _, err := tx.Exec(r.ctx, `LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(r.b.cfg.LeaseDuration + time.Second) // every lease's deadline passes under the lock
+	var last time.Time
+	if err := tx.QueryRow(r.ctx, `SELECT max(lease_expires_at) FROM jobs`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, r.b.cfg.LeaseDuration+5*time.Second, "every lease's deadline to pass under the lock", func() bool {
+		var passed bool
+		if err := tx.QueryRow(r.ctx, `SELECT clock_timestamp() > $1`, last).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
+		return passed
+	})
 	if err := tx.Commit(r.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -284,10 +293,12 @@ func TestTakeOverWithRedisDownReclaimsNothing(t *testing.T) {
 	h := &heartbeatReader{base: r.b, store: r.store, queue: down, allowed: func(context.Context, wire.Heartbeat) bool { return true }}
 	r.start(h)
 	rp := &reaper{base: r.b, store: r.store, queue: down, retry: func(int) time.Duration { return 0 }}
-	for range 20 {
+	// The reaper judges over and over while the reader tries Redis and fails.
+	failed := r.b.metrics.redisErrors.WithLabelValues(string(redisOpHeartbeatRead))
+	testwait.For(t, 10*time.Second, "the heartbeat reader to fail three reads", func() bool {
 		rp.tick(r.ctx)
-		time.Sleep(r.b.cfg.HeartbeatInterval / 2)
-	}
+		return testutil.ToFloat64(failed) >= 3
+	})
 	if got := r.states(cs); !allIn(got, "leased") {
 		t.Fatalf("with Redis down: %v; want every job still leased", got)
 	}

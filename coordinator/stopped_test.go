@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -33,7 +34,7 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stoppedAt time.Time
-	waitFor(t, "the stopped heartbeat read", func() bool {
+	testwait.For(t, 10*time.Second, "the stopped heartbeat read", func() bool {
 		i := slices.IndexFunc(r.b.l.workers.Snapshot(), func(w registry.Worker) bool { return w.ID == "w" })
 		if i < 0 {
 			return false
@@ -42,14 +43,14 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 		return !stoppedAt.IsZero()
 	})
 	rp := r.reaper()
-	waitFor(t, "the leases run out", func() bool {
+	testwait.For(t, 10*time.Second, "the leases run out", func() bool {
 		var n int
 		if err := r.db.QueryRow(r.ctx, `SELECT count(*) FROM jobs WHERE lease_expires_at < now()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == len(cs)
 	})
-	waitFor(t, "a horizon past the stop grace", func() bool {
+	testwait.For(t, 10*time.Second, "a horizon past the stop grace", func() bool {
 		h, ok := r.b.l.live.fresh(time.Now(), rp.maxHeartbeatLag())
 		return ok && h.After(stoppedAt.Add(rp.stopGrace()))
 	})
@@ -60,7 +61,7 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 	}
 
 	r.start(r.results())
-	waitFor(t, "the result applied", func() bool { return r.states(cs)[cs[0].ID] != "leased" })
+	testwait.For(t, 10*time.Second, "the result applied", func() bool { return r.states(cs)[cs[0].ID] != "leased" })
 	var status string
 	var attempts int
 	if err := r.db.QueryRow(r.ctx, `SELECT status, attempts FROM jobs WHERE id = $1`, cs[0].ID).Scan(&status, &attempts); err != nil {
@@ -69,7 +70,7 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 	if status != "completed" || attempts != 1 {
 		t.Errorf("completed job: %s after %d attempts; want completed after 1", status, attempts)
 	}
-	waitFor(t, "the leftover lease released", func() bool {
+	testwait.For(t, 10*time.Second, "the leftover lease released", func() bool {
 		rp.tick(r.ctx)
 		return r.states(cs)[cs[1].ID] == "pending"
 	})

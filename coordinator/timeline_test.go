@@ -2,10 +2,12 @@ package coordinator
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -34,7 +36,7 @@ func TestStaleResultsOnTimeline(t *testing.T) {
 	}
 	r.sendResults(rs...)
 	r.start(r.results())
-	waitFor(t, "the batch applied and acknowledged", func() bool {
+	testwait.For(t, 10*time.Second, "the batch applied and acknowledged", func() bool {
 		n, _ := r.rdb.XLen(r.ctx, r.keys.Results()).Result()
 		return n == 0 && r.states(cs)[done.ID] == "completed"
 	})
