@@ -13,6 +13,7 @@ import (
 
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
@@ -570,7 +571,7 @@ func TestRedisDown(t *testing.T) {
 		t.Error("job not stored")
 	}
 	// The wake-up is published in the background: wait for its failure.
-	waitFor(t, "the failed wake-up to be counted", func() bool {
+	testwait.For(t, 5*time.Second, "the failed wake-up to be counted", func() bool {
 		_, body = e.do("GET", "/metrics", "")
 		return strings.Contains(string(body), "dts_submit_wake_errors_total 1")
 	})

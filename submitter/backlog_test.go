@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
@@ -24,7 +25,11 @@ func TestMaxBacklogRefusesSubmissionsUntilWorkersCatchUp(t *testing.T) {
 	for range 5 { // scheduled for later: not waiting for a worker yet
 		e.submit(`{"name":"later","delay_seconds":3600}`)
 	}
-	time.Sleep(50 * time.Millisecond) // several counts; the bound must not trip on them
+	// Two counts sent after those inserts answer; the bound must not trip on them.
+	sent := submitter.BacklogCountsStarted(e.srv)
+	testwait.For(t, 5*time.Second, "two backlog counts after the inserts", func() bool {
+		return submitter.BacklogCountsAnswered(e.srv) >= sent+2
+	})
 	e.submit(`{"name":"a"}`)
 
 	refused := func(status int, body []byte) bool {
@@ -37,7 +42,7 @@ func TestMaxBacklogRefusesSubmissionsUntilWorkersCatchUp(t *testing.T) {
 		}
 		return true
 	}
-	waitFor(t, "the bound to refuse a submission", func() bool {
+	testwait.For(t, 5*time.Second, "the bound to refuse a submission", func() bool {
 		status, body := e.do("POST", "/submit_job", `{"name":"a"}`)
 		return refused(status, body)
 	})
@@ -65,7 +70,7 @@ func TestMaxBacklogRefusesSubmissionsUntilWorkersCatchUp(t *testing.T) {
 	}
 
 	e.exec(`UPDATE jobs SET status = 'completed', finished_at = now() WHERE name = 'a'`) // the workers caught up
-	waitFor(t, "submissions to be accepted again", func() bool {
+	testwait.For(t, 5*time.Second, "submissions to be accepted again", func() bool {
 		status, _ := e.do("POST", "/submit_job", `{"name":"a"}`)
 		return status == http.StatusCreated
 	})

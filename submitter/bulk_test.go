@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -70,7 +72,7 @@ func TestBulkCancelWaiting(t *testing.T) {
 	status, b = e.do("POST", "/jobs/bulk", `{"action":"cancel","status":"waiting","name":"background","background":true}`)
 	e.must(http.StatusAccepted, &started, status, b)
 	var op wire.Operation
-	waitFor(t, "the operation to end", func() bool {
+	testwait.For(t, 5*time.Second, "the operation to end", func() bool {
 		op = e.operation(started.OperationID)
 		return op.State != wire.OperationRunning
 	})

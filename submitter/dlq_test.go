@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
@@ -146,7 +148,7 @@ func TestBulkByFingerprint(t *testing.T) {
 	status, b = e.do("POST", "/jobs/bulk", req(`,"background":true`))
 	e.must(http.StatusAccepted, &started, status, b)
 	var op wire.Operation
-	waitFor(t, "the operation to end", func() bool {
+	testwait.For(t, 5*time.Second, "the operation to end", func() bool {
 		op = e.operation(started.OperationID)
 		return op.State != wire.OperationRunning
 	})

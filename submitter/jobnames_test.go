@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
@@ -64,7 +66,7 @@ func TestRejectUnknownJobNames(t *testing.T) {
 
 	e.exec(`INSERT INTO workers (id, state, job_types) VALUES ('w1', 'available', '{email,noop}'), ('w2', 'unavailable', '{resize}')`)
 	// The submitter reads the workers' names at most once a second.
-	waitFor(t, "the new workers' names", func() bool {
+	testwait.For(t, 5*time.Second, "the new workers' names", func() bool {
 		status, _ := e.do("POST", "/submit_job", `{"name":"noop"}`)
 		return status == http.StatusCreated
 	})
@@ -83,7 +85,7 @@ func TestRejectUnknownJobNames(t *testing.T) {
 
 	// A worker that takes every name lets every name through.
 	e.exec(`INSERT INTO workers (id, state, job_types) VALUES ('any', 'available', '{*}')`)
-	waitFor(t, "the catch-all worker", func() bool {
+	testwait.For(t, 5*time.Second, "the catch-all worker", func() bool {
 		status, _ := e.do("POST", "/submit_job", `{"name":"anything at all"}`)
 		return status == http.StatusCreated
 	})

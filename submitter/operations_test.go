@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/auth"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
@@ -56,7 +57,7 @@ func TestBulkBackgroundRequeue(t *testing.T) {
 		t.Fatalf("started %+v", started)
 	}
 	var op wire.Operation
-	waitFor(t, "the operation to end", func() bool {
+	testwait.For(t, 5*time.Second, "the operation to end", func() bool {
 		op = e.operation(started.OperationID)
 		return op.State != wire.OperationRunning
 	})
@@ -71,7 +72,7 @@ func TestBulkBackgroundRequeue(t *testing.T) {
 		t.Errorf("%d default jobs still failed, want 7", n)
 	}
 	// The audit row got the outcome.
-	waitFor(t, "the audit outcome", func() bool {
+	testwait.For(t, 5*time.Second, "the audit outcome", func() bool {
 		return e.count(`SELECT count(*) FROM audit_log WHERE action = 'job.bulk' AND details->>'result' = 'done'
 			AND (details->>'affected')::int = 2500 AND details->>'operation_id' = $1`, started.OperationID) == 1
 	})
@@ -112,16 +113,8 @@ func TestOperationCanceledAndTakenOver(t *testing.T) {
 	e.exec(`INSERT INTO operations (id, action, states, matched, actor, owner, lease_until)
 		VALUES (77, 'requeue', '{failed}', 5, 'apikey:1', 'gone', now() - interval '1 second')`)
 	var op wire.Operation
-	waitFor2 := func(what string, cond func() bool) {
-		deadline := time.Now().Add(15 * time.Second) // the sweep runs every 5 s
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitFor2("the abandoned operation to be taken over", func() bool {
+	const sweep = 15 * time.Second // the sweep runs every 5 s
+	testwait.For(t, sweep, "the abandoned operation to be taken over", func() bool {
 		op = e.operation("77")
 		return op.State == wire.OperationDone
 	})

@@ -2,18 +2,13 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/dtsched/dts/internal/pgtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestRunRefusesPublicAddrWithoutAuth(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {

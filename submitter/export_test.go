@@ -1,0 +1,16 @@
+package submitter
+
+// BacklogCountsStarted and BacklogCountsAnswered tell a test how many
+// backlog counts have been sent and which has answered, so it can wait for
+// a count that saw what it did.
+func BacklogCountsStarted(s *Server) uint64 {
+	s.backlog.mu.Lock()
+	defer s.backlog.mu.Unlock()
+	return s.backlog.started
+}
+
+func BacklogCountsAnswered(s *Server) uint64 {
+	s.backlog.mu.Lock()
+	defer s.backlog.mu.Unlock()
+	return s.backlog.answered
+}
