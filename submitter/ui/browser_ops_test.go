@@ -15,6 +15,7 @@ import (
 
 	"github.com/dtsched/dts/internal/childproc"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -90,18 +91,6 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// poll runs cond every 50 ms until it holds or 20 s pass.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (s *site) count(sql string, args ...any) int {
 	s.t.Helper()
 	var n int
@@ -142,7 +131,7 @@ func TestBrowserOps(t *testing.T) {
 
 	// Read only: the pages, and no control; a forged POST gets 403.
 	b.login(t, s.read)
-	poll(t, "both workers recorded", func() bool { return s.count(`SELECT count(*) FROM workers WHERE state = 'available'`) == 2 })
+	testwait.For(t, 20*time.Second, "both workers recorded", func() bool { return s.count(`SELECT count(*) FROM workers WHERE state = 'available'`) == 2 })
 	for _, page := range []string{"workers", "scheduled", "jobs?q=" + "state%3Afailed"} {
 		b.do(t, "read only "+page, chromedp.Navigate(s.console+page), chromedp.WaitVisible(chromedp.CSS(`main h1`)))
 		if n := count(t, b, `main form[method="post"] button, main .bulk-all, main input[type=checkbox]`); n != 0 {
@@ -170,7 +159,7 @@ func TestBrowserOps(t *testing.T) {
 	if msg := text(t, b, `.flash`); !strings.HasPrefix(msg, "Drain requested") {
 		t.Errorf("after drain: %q", msg)
 	}
-	poll(t, "w-drain shown draining", func() bool {
+	testwait.For(t, 20*time.Second, "w-drain shown draining", func() bool {
 		b.do(t, "reload workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"]`)))
 		return text(t, b, `tr[data-worker-id="w-drain"] .wstate`) == "draining"
 	})
@@ -186,7 +175,7 @@ func TestBrowserOps(t *testing.T) {
 	var sub wire.BatchSubmitResponse
 	s.call("POST", "/submit_jobs", string(body), &sub)
 	first, _ := strconv.ParseInt(sub.Jobs[0].JobID, 10, 64)
-	poll(t, "the 40 jobs to complete", func() bool {
+	testwait.For(t, 20*time.Second, "the 40 jobs to complete", func() bool {
 		return s.count(`SELECT count(*) FROM jobs WHERE id >= $1 AND name = 'noop' AND status = 'completed'`, first) == 40
 	})
 	if n := s.count(`SELECT count(*) FROM jobs WHERE id >= $1 AND worker_id = 'w-drain'`, first); n != 0 {
@@ -204,13 +193,13 @@ func TestBrowserOps(t *testing.T) {
 	if msg := text(t, b, `.flash`); !strings.HasPrefix(msg, "Drain withdrawn") {
 		t.Errorf("after undrain: %q", msg)
 	}
-	poll(t, "w-drain shown available with Drain", func() bool {
+	testwait.For(t, 20*time.Second, "w-drain shown available with Drain", func() bool {
 		b.do(t, "reload workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"]`)))
 		return text(t, b, `tr[data-worker-id="w-drain"] .wstate`) == "available" && count(t, b, `tr[data-worker-id="w-drain"] button.drain`) == 1
 	})
 	s.call("POST", "/submit_jobs", string(body), &sub)
 	again, _ := strconv.ParseInt(sub.Jobs[0].JobID, 10, 64)
-	poll(t, "the undrained worker to run some of 40 more jobs", func() bool {
+	testwait.For(t, 20*time.Second, "the undrained worker to run some of 40 more jobs", func() bool {
 		return s.count(`SELECT count(*) FROM jobs WHERE id >= $1 AND worker_id = 'w-drain' AND status = 'completed'`, again) > 0
 	})
 
@@ -233,7 +222,7 @@ func TestBrowserOps(t *testing.T) {
 	if !strings.Contains(html, "The job is due now.") {
 		t.Errorf("after run now: %s", html)
 	}
-	poll(t, "the job run now to complete", func() bool { return s.status(later.JobID) == "completed" })
+	testwait.For(t, 20*time.Second, "the job run now to complete", func() bool { return s.status(later.JobID) == "completed" })
 
 	// All matching: requeue every dead job of queue ops.
 	b.do(t, "jobs filtered", chromedp.Navigate(s.console+"jobs?q="+"state%3Afailed%20queue%3Aops"), chromedp.WaitVisible(chromedp.CSS(`#bulk-review`)),

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,10 +30,12 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 )
@@ -41,6 +44,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
 	redistest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -327,19 +336,15 @@ func get[T any](t *testing.T, b *browser, what string, a chromedp.Action[T]) T {
 // back button reloads the page: its context goes away mid-poll).
 func (b *browser) waitJS(t *testing.T, what, cond string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.NoError(t, 10*time.Second, fmt.Sprintf("%s: %s", what, cond), func() error {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
-		cancel()
-		if err == nil && ok {
-			return
+		if err == nil && !ok {
+			err = errors.New("false")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s never held (last error %v)", what, cond, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // shot saves a screenshot of the page: into docs/ui with

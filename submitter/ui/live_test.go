@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // stream opens GET live on srv and sends the names of the events it
@@ -275,7 +277,11 @@ func TestLiveNudge(t *testing.T) {
 	s := stream(t, srv, "every=1")
 	batch(t, s, 5*time.Second) // the first: every topic
 	opened := time.Now()
-	time.Sleep(interval/2 + 100*time.Millisecond) // past the least gap between reads
+	testwait.For(t, interval, "the least gap between reads to pass", func() bool {
+		c.snap.mu.Lock()
+		defer c.snap.mu.Unlock()
+		return c.snap.now().Sub(c.snap.last.At) > c.snap.minGap
+	})
 	before := f.calls.Load()
 	f.pending.Add(1)
 	changed := time.Now()
@@ -370,17 +376,10 @@ func TestAgedSnapshotServedAtOnce(t *testing.T) {
 	if !old.At.Equal(first.At) {
 		t.Errorf("got a snapshot of %s, want the old one of %s", old.At, first.At)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(t, 5*time.Second, "the read asked for to land", func() bool {
 		snap, _ := r.latest()
-		if snap.At.After(first.At) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the read asked for never landed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return snap.At.After(first.At)
+	})
 }
 
 // TestWarmFirstOverview: Warm (the submitter calls it when it starts

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -41,7 +42,7 @@ func TestJobTimelineFleet(t *testing.T) {
 	for _, id := range []string{"wa", "wb"} {
 		f.worker(id, "NETWORK_TASK_URL="+target.URL)
 	}
-	poll(t, "both workers available", func() bool { return s.count(`SELECT count(*) FROM workers WHERE state = 'available'`) == 2 })
+	testwait.For(t, 20*time.Second, "both workers available", func() bool { return s.count(`SELECT count(*) FROM workers WHERE state = 'available'`) == 2 })
 
 	var sub wire.SubmitResponse
 	s.call("POST", "/submit_job", `{"name":"network_task","max_retries":3}`, &sub)
@@ -51,14 +52,14 @@ func TestJobTimelineFleet(t *testing.T) {
 		s.call("GET", "/jobs/"+sub.JobID+"/timeline", "", &tl)
 		return tl
 	}
-	poll(t, "the first attempt to fail", func() bool { tl = read(); return tl.Status == "retrying" })
+	testwait.For(t, 20*time.Second, "the first attempt to fail", func() bool { tl = read(); return tl.Status == "retrying" })
 	first := tl.Attempts[0].WorkerID
 	second := map[string]string{"wa": "wb", "wb": "wa"}[first]
 	// The retry goes to the other worker: the first is drained (within a
 	// heartbeat, well inside the 3 s backoff), and the target answers now.
 	s.call("POST", "/workers/"+first+"/drain", "", nil)
 	failing.Store(false)
-	poll(t, "the job to complete", func() bool { tl = read(); return tl.Status == "completed" })
+	testwait.For(t, 20*time.Second, "the job to complete", func() bool { tl = read(); return tl.Status == "completed" })
 
 	if len(tl.Attempts) != 2 {
 		t.Fatalf("attempts = %+v, want 2", tl.Attempts)
@@ -97,7 +98,7 @@ func TestJobTimelineFleet(t *testing.T) {
 		Outcome: wire.OutcomeCompleted, Result: []byte(`"late"`), StartedAt: now, FinishedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the stale result on the timeline", func() bool {
+	testwait.For(t, 20*time.Second, "the stale result on the timeline", func() bool {
 		tl = read()
 		last := tl.Timeline[len(tl.Timeline)-1]
 		return last.Kind == "stale_result" && last.WorkerID == first && last.LeaseToken == a1.LeaseToken && last.OfAttempt == 1
