@@ -18,6 +18,7 @@ import (
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
 	"github.com/dtsched/dts/internal/startstop/startstoptest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -182,20 +183,18 @@ func (c *coordinator) rawResults(n int) []redis.XMessage {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		raw, err := rdb.XRange(c.t.Context(), c.q.Keys().Results(), "-", "+").Result()
-		if err != nil {
+	var raw []redis.XMessage
+	testwait.NoError(c.t, waitLimit, fmt.Sprintf("%d entries on the results stream", n), func() error {
+		var err error
+		if raw, err = rdb.XRange(c.t.Context(), c.q.Keys().Results(), "-", "+").Result(); err != nil {
 			c.t.Fatal(err)
 		}
-		if len(raw) >= n {
-			return raw
+		if len(raw) < n {
+			return fmt.Errorf("it holds %d", len(raw))
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("results stream holds %d entries, want %d", len(raw), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return raw
 }
 
 // readResults reads the results there are, waiting up to block for one.
