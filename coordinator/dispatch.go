@@ -110,10 +110,9 @@ var scopeBusy = roundScope{wake: wire.Wake{Names: []string{}}}
 // a round starts at least defaultClaimCooldown after the one before, and
 // claims in one statement whatever came due meanwhile. A job that comes
 // after a quiet spell is claimed at once; one that comes right after a
-// round waits at most the cooldown. At 1,000 single submits a second
-// that took the machine from 79-82 to 69-71 % busy and PostgreSQL's CPU
-// down by a fifth, for 0.6-0.8 ms more at the median start and the same
-// p99 (docs/benchmarks.md, "Sixth session"). While jobs wait for slots
+// round waits at most the cooldown. Under a steady trickle that saves
+// a large share of PostgreSQL's CPU for a fraction of a millisecond at
+// the median start (docs/benchmarks.md). While jobs wait for slots
 // there is no cooldown: the round after one that filled its slots or
 // found none free starts at once, so a backlog drains as before. River
 // spaces its fetches the same way (FetchCooldown).

@@ -17,11 +17,10 @@ import (
 //
 // Why: inserts are cheaper than the claims and completions that work the
 // jobs, so clients that post as fast as they are answered can take the
-// database from the workers. On two cores a flood of 97,000 accepted jobs a
-// second cut completions from 25,000/s to 15,000/s (2,400/s with one
-// submitter connection), and the backlog grew by millions a minute. With a
-// bound of 100,000, the accepted rate fell to the rate the workers finish
-// jobs, and they finished 31,000 a second (docs/benchmarks.md, Overload).
+// database from the workers: a flood cuts completions while the backlog
+// grows without end. With a bound, the accepted rate falls to the rate the
+// workers finish jobs, and they finish at full speed (docs/benchmarks.md,
+// overload).
 //
 // The count stops at the bound, so its cost does not grow with the
 // backlog. Between two counts the guard adds the jobs this submitter

@@ -76,9 +76,10 @@ func submitParams(req *wire.SubmitRequest, headerKey string, maxPayload int) (st
 // array of jobs, or {"jobs": [...], "callback": {...}}. Errors name the
 // job: "jobs[3].name: ...". A callback comes last, with Callback set.
 //
-// The body is decoded in one pass (a JSON decoder per job had been most of
-// the submitter's CPU under load); only a body that pass refuses is decoded
-// again job by job (decodeBatchSlow), which names the job in the error.
+// The body is decoded in one pass, since a JSON decoder per job costs most
+// of the submitter's CPU under load; only a body that pass refuses is
+// decoded again job by job (decodeBatchSlow), which names the job in the
+// error.
 // FuzzSubmitDecode checks that both ways agree.
 func decodeBatch(body []byte, maxPayload int) ([]store.JobInsertParams, error) {
 	var reqs []*wire.SubmitRequest

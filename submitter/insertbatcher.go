@@ -18,8 +18,9 @@ import (
 // and then goes in with every other submission that queued meanwhile. An
 // idle submitter inserts a submission at once, so this adds no delay; a
 // busy one pays one statement and one commit for many submissions instead
-// of one each. With one INSERT per submission, the pool's four connections
-// capped single submits at 1,100–1,700/s on two cores.
+// of one each: with one INSERT per submission, the pool's few connections
+// cap single submits far below what the database commits in batches
+// (docs/benchmarks.md).
 //
 // What must stay true:
 //   - A submission is answered only after the statement holding its row

@@ -141,11 +141,10 @@ func NewLogger(level string) (*slog.Logger, error) {
 // coordinator and worker binaries run with unless GOGC is set: a new
 // collection starts when the heap has grown to 5 times what the last one
 // left live, not 2 times. Under load they allocate per job and per request;
-// with Go's default 100, garbage collection was a quarter of the leader
-// coordinator's CPU, a sixth of each worker's and a third of the
-// submitter's. At 400, CPU per job fell by 30-40 % in each, for a peak
-// RSS of 46, 36 and 75 MB instead of 29, 24 and 40 MB on the default bench
-// (docs/benchmarks.md). GOGC (and GOMEMLIMIT) work as Go documents them.
+// with Go's default 100, garbage collection takes a large share of each
+// one's CPU, and at 400 CPU per job falls by about a third for a peak RSS
+// under twice as high (docs/benchmarks.md). GOGC (and GOMEMLIMIT) work as
+// Go documents them.
 const ServiceGOGC = 400
 
 // SetGOGC sets the collector's target to percent unless GOGC is set in

@@ -35,9 +35,9 @@ const wakeCheck = 3 * time.Second
 //
 // One goroutine reads the subscription and signals the channel. go-redis's
 // Channel would add two more per message (one forwards it, one resets the
-// health check's timer), each a wake-up of a parked goroutine: at 1,000
-// single submits a second they cost 4 % of the coordinator's CPU
-// (docs/benchmarks.md). The health check is kept: a silent wakeCheck
+// health check's timer), each a wake-up of a parked goroutine, a cost
+// paid per submission (docs/benchmarks.md). The health check is kept: a
+// silent wakeCheck
 // sends a PING.
 func (q *Queue) SubscribeWake(ctx context.Context) (<-chan wire.Wake, func()) {
 	sub := q.rdb.Subscribe(ctx, q.keys.Wakeup())

@@ -13,7 +13,7 @@ import (
 // leased is passed as a parameter, not written as a literal, in the batch
 // updates that join an unnest of ids: with the literal the planner may pick
 // the partial index of leased jobs and scan the whole unnest once per leased
-// job (quadratic; seen at 110 ms per 1000-row batch); with a parameter the
+// job (quadratic in the batch's size); with a parameter the
 // generic plan looks each id up by primary key. The pool forces generic plans
 // (see Open) so the choice does not depend on fresh statistics.
 const leased = string(job.StateLeased)

@@ -42,9 +42,9 @@ type RollupRow struct {
 // submit-to-start time (RollupWriteEnded; the due jobs RollupWriteDue),
 // in one round trip, and the percentiles are taken from the buckets here
 // (bucketPercentile). The statement that took them exactly, with
-// percentile_cont over every started job, sorted the minute's jobs on
-// disk: 6.2 s of PostgreSQL's CPU for a minute at 33,000 jobs/s, 0.7 s
-// now (docs/benchmarks.md).
+// percentile_cont over every started job, sorts the minute's jobs on
+// disk, which at a high rate costs PostgreSQL several seconds of CPU a
+// minute (docs/benchmarks.md).
 func (s *Store) RollupWrite(ctx context.Context, epoch int64, minute time.Time) (int64, error) {
 	minute = minute.Truncate(time.Minute)
 	b := &pgx.Batch{}

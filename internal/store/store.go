@@ -89,10 +89,9 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 	// No JIT compilation: every statement here is short, and a plan whose
 	// cost is above jit_above_cost gets compiled with inlining and
 	// optimization on each run. PinIndexPlans makes any plan that must
-	// still scan a table cost 10^10, so the coordinator's one-second sync
-	// of a three-row workers table spent 190 ms compiling, every second,
-	// taking a fifth of a core and adding tens of milliseconds to job
-	// starts at 1,000 jobs/s.
+	// still scan a table cost 10^10, so even the coordinator's sync of a
+	// three-row workers table, every second, would be compiled at a cost
+	// of a large share of a core, delaying job starts.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	if o.PinIndexPlans {
 		for _, name := range []string{"enable_seqscan", "enable_hashjoin", "enable_mergejoin"} {
