@@ -15,12 +15,14 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/client"
 	"github.com/dtsched/dts/coordinator"
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter"
 	"github.com/dtsched/dts/worker"
@@ -30,6 +32,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
 	redistest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -258,30 +266,32 @@ func TestBacklogFullIsRetriedAfterRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until a count sees it: refused twice in a row, more than
-	// a count interval apart (a first refusal may come from the tally of accepted
+	// Wait until a count sees it: refused at every try for more than a
+	// count interval (a first refusal may come from the tally of accepted
 	// jobs, which a count already under way can still replace).
 	once := s.client(client.Config{MaxAttempts: 1})
-	deadline := time.Now().Add(5 * time.Second)
-	for refusals := 0; ; {
+	var refusedSince time.Time // of the current run of refusals
+	testwait.NoError(t, 5*time.Second, "a count to find the backlog full", func() error {
 		_, err := once.Submit(ctx, "probe", nil, client.Delay(time.Hour))
-		if errors.Is(err, client.ErrBacklogFull) {
-			if refusals++; refusals < 2 {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			var e *client.Error
-			if errors.As(err, &e); e.RetryAfter != time.Second {
-				t.Errorf("RetryAfter = %v, want 1s", e.RetryAfter)
-			}
-			break
+		if err == nil {
+			refusedSince = time.Time{} // admitted: the refusals must be consecutive
+			return errors.New("admitted")
 		}
-		if err != nil || time.Now().After(deadline) {
+		if !errors.Is(err, client.ErrBacklogFull) {
 			t.Fatalf("backlog never full: %v", err)
 		}
-		refusals = 0 // admitted: the refusals must be consecutive
-		time.Sleep(20 * time.Millisecond)
-	}
+		if refusedSince.IsZero() {
+			refusedSince = time.Now()
+		}
+		if time.Since(refusedSince) < 50*time.Millisecond {
+			return err
+		}
+		var e *client.Error
+		if errors.As(err, &e); e.RetryAfter != time.Second {
+			t.Errorf("RetryAfter = %v, want 1s", e.RetryAfter)
+		}
+		return nil
+	})
 
 	c := s.client(client.Config{})
 	time.AfterFunc(300*time.Millisecond, func() { _, _ = c.Cancel(context.Background(), first.JobID) })
