@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/cli/command"
 	"github.com/dtsched/dts/coordinator"
@@ -33,6 +36,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
 	redistest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

@@ -8,29 +8,18 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/cli/command"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/worker"
 )
-
-// eventually polls cond every 20 ms for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func TestWorkersDrain(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	s.run(map[string]worker.HandlerFunc{"echo": func(ctx context.Context, j *worker.Job) (any, error) { return nil, nil }})
-	eventually(t, "w1 recorded", func() bool { return s.dtsctl("workers", "ls", "-q").stdout == "w1\n" })
+	testwait.For(t, 10*time.Second, "w1 recorded", func() bool { return s.dtsctl("workers", "ls", "-q").stdout == "w1\n" })
 	golden(t, "workers_drain.golden", s.ok("workers", "drain", "w1"))
 	var w map[string]any
-	eventually(t, "w1 draining", func() bool {
+	testwait.For(t, 10*time.Second, "w1 draining", func() bool {
 		_ = json.Unmarshal([]byte(s.ok("workers", "get", "w1", "-o", "json")), &w)
 		return w["state"] == "draining"
 	})
@@ -43,7 +32,7 @@ func TestWorkersDrain(t *testing.T) {
 	if got := s.ok("workers", "undrain", "w1"); !strings.HasPrefix(got, "w1: drain withdrawn (state ") {
 		t.Errorf("undrain: %q", got)
 	}
-	eventually(t, "w1 available again", func() bool {
+	testwait.For(t, 10*time.Second, "w1 available again", func() bool {
 		w = nil
 		_ = json.Unmarshal([]byte(s.ok("workers", "get", "w1", "-o", "json")), &w)
 		return w["state"] == "available"
@@ -78,7 +67,7 @@ func TestBulkBackgroundOperations(t *testing.T) {
 	if id == "" {
 		t.Fatal("no operation id")
 	}
-	eventually(t, "the operation to end", func() bool {
+	testwait.For(t, 10*time.Second, "the operation to end", func() bool {
 		var op map[string]any
 		_ = json.Unmarshal([]byte(s.ok("operations", "get", id, "-o", "json")), &op)
 		return op["state"] == "done"

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dtsched/dts/cli/command"
 	"github.com/dtsched/dts/client"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // screenText is what a simulation screen shows, a line per row.
@@ -47,26 +49,17 @@ func (s *shown) afterDraw(sc tcell.Screen) {
 // waitScreen waits until the screen shows every one of want.
 func waitScreen(t *testing.T, s *shown, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.NoError(t, 15*time.Second, fmt.Sprintf("the screen to show %q", want), func() error {
 		s.mu.Lock()
 		text := s.text
 		s.mu.Unlock()
-		missing := ""
 		for _, w := range want {
 			if !strings.Contains(text, w) {
-				missing = w
-				break
+				return fmt.Errorf("no %q in:\n%s", w, text)
 			}
 		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("screen never showed %q:\n%s", missing, text)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestTop drives the dashboard headlessly: it shows the stats and jobs,
