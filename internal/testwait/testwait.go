@@ -1,7 +1,7 @@
 // Package testwait is the one way a test waits for a state the code under
 // test reaches asynchronously: poll a condition with a short backoff until
 // it holds or a deadline passes, then fail saying what was awaited and,
-// for NoError, the condition's last error.
+// for NoError, the condition's last error (Until returns it instead).
 //
 // A fixed sleep is either too short on a loaded machine (a flake) or too
 // long everywhere else (a slow suite); a bounded poll is neither. Wait on a
@@ -48,6 +48,13 @@ func NoError(t testing.TB, within time.Duration, what string, cond func() error)
 	if err := poll(t, within, cond); err != nil {
 		t.Fatalf("timed out after %v waiting for %s: %v", within, what, err)
 	}
+}
+
+// Until is NoError for a caller that reports a time-out itself and goes
+// on (t.Errorf and the next case): it polls cond the same way and returns
+// nil once cond does, or cond's last error when within passes.
+func Until(t testing.TB, within time.Duration, cond func() error) error {
+	return poll(t, within, cond)
 }
 
 var errNotYet = fmt.Errorf("condition not met")

@@ -101,6 +101,18 @@ func TestNoErrorReturnsOnNil(t *testing.T) {
 	}
 }
 
+func TestUntilReturnsLastError(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	err := testwait.Until(t, 30*time.Millisecond, func() error { return fmt.Errorf("attempt %d", calls.Add(1)) })
+	if want := fmt.Sprintf("attempt %d", calls.Load()); err == nil || err.Error() != want {
+		t.Fatalf("Until = %v, want %s", err, want)
+	}
+	if err := testwait.Until(t, time.Second, func() error { return nil }); err != nil {
+		t.Fatalf("Until of a condition that holds = %v", err)
+	}
+}
+
 // A state already reached costs no wait: the first call comes at once.
 func TestForFirstCallImmediate(t *testing.T) {
 	t.Parallel()
