@@ -1,0 +1,171 @@
+"""The job a handler receives, and the exceptions a handler may raise."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import unicodedata
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from . import _wire
+
+
+class Permanent(Exception):
+    """Fails the job at once, without the retries it has left.
+
+    Raise it for errors retrying cannot fix (a malformed payload)::
+
+        raise Permanent("payload has no 'to' address")
+        raise Permanent(err) from err
+    """
+
+
+class Cancelled(Exception):
+    """Raised by Job.sleep, Job.asleep and Job.check once the attempt is cancelled.
+
+    A handler may let it propagate: the attempt's outcome follows the cause
+    (Job.cancel_reason), not the exception.
+    """
+
+
+class Job:
+    """One attempt at one job, as its handler sees it.
+
+    The attempt is cancelled when the job is cancelled, when its time limit
+    (timeout_seconds, counted from the handler's start) passes, when a newer
+    lease of the job reaches this worker, or when the worker shuts down and
+    the grace period has run out. A handler checks ``job.cancelled``, waits
+    with ``job.sleep``/``job.wait_cancelled`` (sync) or ``await job.asleep``/
+    ``await job.until_cancelled()`` (async); an async handler's task is also
+    cancelled (asyncio.CancelledError at its next await).
+    """
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str,
+        queue: str,
+        payload: Any,
+        attempt: int,
+        max_retries: int,
+        created_at: datetime | None,
+        worker_id: str,
+        timeout_seconds: int = 0,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.id = id  # the job id as the API shows it (a decimal string)
+        self.name = name  # the job type
+        self.queue = queue  # the queue it was submitted to
+        self.payload = payload  # the payload, decoded from JSON
+        self.attempt = attempt  # 1 for the first attempt
+        self.max_retries = max_retries  # retries allowed after the first attempt
+        self.created_at = created_at  # when the job was submitted
+        self.worker_id = worker_id  # the worker running this attempt
+        self.timeout_seconds = timeout_seconds  # the attempt's time limit; 0: none
+        self._progress = progress
+        self._event = threading.Event()
+        self._reason: str | None = None
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, name={self.name!r}, attempt={self.attempt})"
+
+    # ---- cancellation ----
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the attempt has been cancelled."""
+        return self._event.is_set()
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """Why: "canceled", "timeout", "shutdown" or "superseded"; None while it runs."""
+        return self._reason
+
+    def check(self) -> None:
+        """Raises Cancelled if the attempt has been cancelled."""
+        if self._event.is_set():
+            raise Cancelled(self._reason or "cancelled")
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Blocks until the attempt is cancelled or timeout seconds pass; True if cancelled."""
+        return self._event.wait(timeout)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleeps, but raises Cancelled as soon as the attempt is cancelled."""
+        if self._event.wait(max(0.0, seconds)):
+            raise Cancelled(self._reason or "cancelled")
+
+    async def until_cancelled(self) -> None:
+        """Returns once the attempt is cancelled."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._waiters.append((loop, fut))
+        try:
+            await fut
+        finally:
+            with self._lock:
+                if (loop, fut) in self._waiters:
+                    self._waiters.remove((loop, fut))
+
+    async def asleep(self, seconds: float) -> None:
+        """Sleeps, but raises Cancelled as soon as the attempt is cancelled."""
+        self.check()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.until_cancelled()), timeout=max(0.0, seconds))
+        except asyncio.TimeoutError:
+            return
+        raise Cancelled(self._reason or "cancelled")
+
+    def _cancel(self, reason: str) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._reason = reason
+            self._event.set()
+            waiters, self._waiters = self._waiters, []
+        for loop, fut in waiters:
+            loop.call_soon_threadsafe(_resolve, fut)
+
+    # ---- progress ----
+
+    def progress(self, pct: int, message: str = "") -> None:
+        """Reports how far the attempt has come: pct 0..100 and a short message.
+
+        The message loses its control characters and is cut to 200
+        characters. It never blocks: reports travel ahead of the attempt's
+        result, at most one a second per attempt (the latest within the
+        second wins). GET /jobs/{id} shows the latest as progress and
+        progress_message. Raises ValueError when pct is out of range.
+        """
+        if isinstance(pct, bool) or not isinstance(pct, int) or not 0 <= pct <= _wire.MAX_PROGRESS:
+            raise ValueError(f"progress {pct!r}: must be an integer between 0 and {_wire.MAX_PROGRESS}")
+        if self._event.is_set():
+            return
+        if self._progress is not None:
+            self._progress(pct, progress_message(message))
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def progress_message(msg: str) -> str:
+    """msg without control characters or lone surrogates, at most 200 characters."""
+    out: list[str] = []
+    for ch in str(msg):
+        if len(out) == _wire.MAX_PROGRESS_MESSAGE:
+            break
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cs"):
+            continue
+        out.append(ch)
+    return "".join(out)
