@@ -22,6 +22,9 @@
 #   PG_PORT=5432 REDIS_PORT=6379 SUBMITTER_PORT=8000 COORDINATOR_PORT=9000
 #   WORKER_BASE_PORT=7001 (worker-N listens on WORKER_BASE_PORT+N-1)
 #   WORKERS=3 PROMETHEUS_PORT=9090 GRAFANA_PORT=3000
+#   PY_WORKERS=0: also start py-worker-1..N, the original system's job types
+#   on the Python SDK (sdk/python/examples/original_worker.py, run by
+#   DTS_PYTHON, default /usr/bin/python3, which needs python3-redis).
 #   DATABASE_URL and REDIS_URL, both set: use those servers; start neither
 #   PostgreSQL nor Redis here.
 #   SKIP_BUILD=1: use the binaries already in .run/bin.
@@ -33,6 +36,8 @@
 #   submitter    SUBMITTER_ADDR DATABASE_URL REDIS_URL
 #   coordinator  COORDINATOR_ADDR COORDINATOR_ID DATABASE_URL REDIS_URL
 #   worker-N     WORKER_ID WORKER_ADDR REDIS_URL  (never DATABASE_URL)
+#   py-worker-N  WORKER_ID REDIS_URL PYTHONPATH  (no HTTP port: healthy once
+#                the submitter's GET /workers/py-worker-N knows it)
 # plus whatever else the caller's environment holds: so email jobs go out
 # through an SMTP server with SMTP_HOST and SMTP_FROM (and SMTP_PORT,
 # SMTP_TLS, SMTP_USERNAME, SMTP_PASSWORD) set for `make up`. Without
@@ -53,6 +58,8 @@ LOGS=$RUN/logs
 PIDS=$RUN/pids
 STATE=$RUN/cluster.env
 PROMETHEUS_CONFIG=${PROMETHEUS_CONFIG:-$ROOT/deploy/prometheus/prometheus.yml}
+PYTHON=${DTS_PYTHON:-/usr/bin/python3}
+PY_WORKER_SCRIPT=$ROOT/sdk/python/examples/original_worker.py
 
 # ---------------------------------------------------------------- output
 
@@ -71,7 +78,7 @@ die() {
 
 # ---------------------------------------------------------------- config
 
-CONFIG_VARS=(PG_PORT REDIS_PORT SUBMITTER_PORT COORDINATOR_PORT WORKER_BASE_PORT WORKERS
+CONFIG_VARS=(PG_PORT REDIS_PORT SUBMITTER_PORT COORDINATOR_PORT WORKER_BASE_PORT WORKERS PY_WORKERS
 	PROMETHEUS_PORT GRAFANA_PORT DATABASE_URL REDIS_URL EXTERNAL_STORES)
 
 # load_config: defaults < what `up` saved in .run/cluster.env < environment.
@@ -88,8 +95,8 @@ load_config() {
 	for v in "${!from_env[@]}"; do printf -v "$v" '%s' "${from_env[$v]}"; done
 
 	: "${PG_PORT:=5432}" "${REDIS_PORT:=6379}" "${SUBMITTER_PORT:=8000}" "${COORDINATOR_PORT:=9000}"
-	: "${WORKER_BASE_PORT:=7001}" "${WORKERS:=3}" "${PROMETHEUS_PORT:=9090}" "${GRAFANA_PORT:=3000}"
-	for v in PG_PORT REDIS_PORT SUBMITTER_PORT COORDINATOR_PORT WORKER_BASE_PORT WORKERS PROMETHEUS_PORT GRAFANA_PORT; do
+	: "${WORKER_BASE_PORT:=7001}" "${WORKERS:=3}" "${PY_WORKERS:=0}" "${PROMETHEUS_PORT:=9090}" "${GRAFANA_PORT:=3000}"
+	for v in PG_PORT REDIS_PORT SUBMITTER_PORT COORDINATOR_PORT WORKER_BASE_PORT WORKERS PY_WORKERS PROMETHEUS_PORT GRAFANA_PORT; do
 		[[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v} is not a number"
 	done
 
@@ -109,6 +116,7 @@ load_config() {
 	SERVICES=(submitter coordinator)
 	local i
 	for ((i = 1; i <= WORKERS; i++)); do SERVICES+=("worker-$i"); done
+	for ((i = 1; i <= PY_WORKERS; i++)); do SERVICES+=("py-worker-$i"); done
 
 	# PostgreSQL runs as the OS user postgres when we are root; it must be
 	# able to reach its data dir. If it cannot reach .run (a checkout under
@@ -158,6 +166,7 @@ port_of() {
 	submitter) echo "$SUBMITTER_PORT" ;;
 	coordinator) echo "$COORDINATOR_PORT" ;;
 	worker-*) echo $((WORKER_BASE_PORT + ${1#worker-} - 1)) ;;
+	py-worker-*) ;; # none
 	prometheus) echo "$PROMETHEUS_PORT" ;;
 	grafana) echo "$GRAFANA_PORT" ;;
 	esac
@@ -193,6 +202,10 @@ pid_of() {
 	prometheus | grafana)
 		pidfile=$PIDS/$name.pid
 		want=$name
+		;;
+	py-worker-*)
+		pidfile=$PIDS/$name.pid
+		want=$PY_WORKER_SCRIPT
 		;;
 	*)
 		pidfile=$PIDS/$name.pid
@@ -313,6 +326,7 @@ check_ports() {
 	for name in "${names[@]}"; do
 		pid_of "$name" >/dev/null && continue
 		port=$(port_of "$name")
+		[[ -n $port ]] || continue
 		if port_busy "$port"; then
 			owner=$(port_owner "$port")
 			suggest=$((port + 1))
@@ -423,6 +437,18 @@ start_services() {
 		launch "$name" env -u DATABASE_URL WORKER_ID="$name" WORKER_ADDR="127.0.0.1:$(port_of "$name")" \
 			REDIS_URL="$REDIS_URL" "$BIN/worker"
 	done
+	for ((n = 1; n <= PY_WORKERS; n++)); do
+		launch "py-worker-$n" env -u DATABASE_URL WORKER_ID="py-worker-$n" REDIS_URL="$REDIS_URL" \
+			PYTHONPATH="$ROOT/sdk/python/src" PYTHONUNBUFFERED=1 "$PYTHON" "$PY_WORKER_SCRIPT"
+	done
+}
+
+# check_python: the Python workers' interpreter can import redis-py.
+check_python() {
+	((PY_WORKERS > 0)) || return 0
+	[[ -x $PYTHON ]] || die "PY_WORKERS=$PY_WORKERS: $PYTHON not found (set DTS_PYTHON)"
+	"$PYTHON" -c 'import redis' 2>/dev/null ||
+		die "PY_WORKERS=$PY_WORKERS: $PYTHON cannot import redis (apt-get install python3-redis)"
 }
 
 # Prometheus scrapes the same targets as in deploy/prometheus/prometheus.yml,
@@ -492,6 +518,7 @@ health_url() {
 	port=$(port_of "$1")
 	case $1 in
 	prometheus) echo "http://127.0.0.1:$port/-/healthy" ;;
+	py-worker-*) echo "http://127.0.0.1:$SUBMITTER_PORT/workers/$1" ;; # registered by its heartbeats
 	grafana) echo "http://127.0.0.1:$port/api/health" ;;
 	*) echo "http://127.0.0.1:$port/healthz" ;;
 	esac
@@ -533,6 +560,7 @@ fail_health() {
 cmd_up() {
 	local name
 	ensure_packages
+	check_python
 	optional_components
 	check_ports
 	save_config
@@ -571,6 +599,10 @@ cmd_up() {
 	say "dts is up"
 	[[ $EXTERNAL_STORES == 1 ]] || printf '    %-12s %s\n' postgres "$(mask "$DATABASE_URL")" redis "$REDIS_URL"
 	for name in "${SERVICES[@]}" "${OPTIONAL[@]}"; do
+		if [[ $name == py-worker-* ]]; then
+			printf '    %-12s python, no HTTP port (make logs NAME=%s)\n' "$name" "$name"
+			continue
+		fi
 		printf '    %-12s http://127.0.0.1:%s\n' "$name" "$(port_of "$name")"
 	done
 	printf '    %-12s http://127.0.0.1:%s/ui/   (the operations console; docs/ui.md)\n' console "$SUBMITTER_PORT"
@@ -697,6 +729,7 @@ cmd_status() {
 			;;
 		*)
 			url=http://127.0.0.1:$port
+			[[ $name != py-worker-* ]] || url="python; $(health_url "$name")"
 			if [[ $state == running ]]; then
 				local code
 				code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$(health_url "$name")" 2>/dev/null || true)
