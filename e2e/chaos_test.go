@@ -19,6 +19,7 @@ import (
 
 	"github.com/dtsched/dts/internal/netns"
 	"github.com/dtsched/dts/internal/pgtest"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // TestChaosHosts runs the whole system with every component on a host of
@@ -214,9 +215,9 @@ func runFault(t *testing.T, ctx context.Context, h *hostCluster, db *pgx.Conn, l
 	row.accepted, row.refused = load.during(start, healed)
 
 	before := load.acceptedIDsBefore(healed)
-	deadline := time.Now().Add(cfg.recovery)
 	var lastDone *time.Time
-	for {
+	var broken string // a guarantee broken: no use waiting on
+	err = testwait.Until(t, cfg.recovery, func() error {
 		var n, done, failed int
 		if err := db.QueryRow(ctx, `
 			SELECT count(*), count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed'),
@@ -224,22 +225,22 @@ func runFault(t *testing.T, ctx context.Context, h *hostCluster, db *pgx.Conn, l
 			FROM jobs WHERE id = ANY($1)`, before).Scan(&n, &done, &failed, &lastDone); err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
-		if n != len(before) {
-			t.Errorf("%s: %d of the %d jobs answered 201 before the heal are in PostgreSQL", f.name, n, len(before))
-			return row
+		switch {
+		case n != len(before):
+			broken = fmt.Sprintf("%d of the %d jobs answered 201 before the heal are in PostgreSQL", n, len(before))
+		case failed > 0:
+			broken = fmt.Sprintf("%d healthy jobs failed", failed)
+		case done != n:
+			return fmt.Errorf("%d of %d jobs accepted before the heal still not completed %v after it", n-done, n, cfg.recovery)
 		}
-		if failed > 0 {
-			t.Errorf("%s: %d healthy jobs failed", f.name, failed)
-			return row
-		}
-		if done == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: %d of %d jobs accepted before the heal still not completed %v after it", f.name, n-done, n, cfg.recovery)
-			return row
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if broken == "" && err != nil {
+		broken = err.Error()
+	}
+	if broken != "" {
+		t.Errorf("%s: %s", f.name, broken)
+		return row
 	}
 	if lastDone != nil && lastDone.After(healed) {
 		row.allDone = lastDone.Sub(healed)
@@ -324,24 +325,25 @@ func installWriteRecorder(t *testing.T, ctx context.Context, db *pgx.Conn) {
 func checkChaos(t *testing.T, ctx context.Context, h *hostCluster, db *pgx.Conn, ids []int64, refused int) {
 	t.Helper()
 	// No accepted job lost: each one completes.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	lost := ""
+	if err := testwait.Until(t, 60*time.Second, func() error {
 		var n, done int
 		if err := db.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE status = 'completed') FROM jobs WHERE id = ANY($1)", ids).Scan(&n, &done); err != nil {
 			t.Fatal(err)
 		}
 		if n != len(ids) {
-			t.Errorf("lost: %d of the %d jobs answered 201 are not in PostgreSQL", len(ids)-n, len(ids))
-			break
+			lost = fmt.Sprintf("%d of the %d jobs answered 201 are not in PostgreSQL", len(ids)-n, len(ids))
+			return nil
 		}
-		if done == n {
-			break
+		if done != n {
+			return fmt.Errorf("%d of the %d jobs answered 201 never completed", n-done, n)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("lost: %d of the %d jobs answered 201 never completed", n-done, n)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}); err != nil {
+		lost = err.Error()
+	}
+	if lost != "" {
+		t.Errorf("lost: %s", lost)
 	}
 	// No healthy job failed by the system.
 	failedRows, err := db.Query(ctx, `

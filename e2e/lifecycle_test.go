@@ -105,7 +105,7 @@ func TestFailingJobRetriesIntoDLQAndRequeue(t *testing.T) {
 func TestCancelPendingAndRunning(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.startCoordinator("c1")
+	coord := c.startCoordinator("c1")
 	c.startSubmitter()
 	c.startWorker("w1")
 
@@ -125,8 +125,11 @@ func TestCancelPendingAndRunning(t *testing.T) {
 	if time.Since(start) > 5*time.Second || j["attempts"].(float64) != 1 {
 		t.Fatalf("canceled after %v with attempts %v; want quickly and 1 attempt", time.Since(start), j["attempts"])
 	}
-	// It is never retried.
-	time.Sleep(500 * time.Millisecond)
+	// It is never retried: not when the coordinator applies the result its
+	// worker sent for the canceled run (the only result of this cluster).
+	c.eventually(10*time.Second, "the canceled run's result applied", func() bool {
+		return c.metric(coord.url, "dts_result_batch_size_sum", "") >= 1
+	})
 	if j := c.job(running); j["status"] != "canceled" {
 		t.Fatalf("canceled job became %v", j["status"])
 	}

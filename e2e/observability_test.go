@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // TestObservability runs a small cluster (a coordinator, a submitter, two
@@ -162,9 +164,13 @@ func TestObservability(t *testing.T) {
 	if alerts := p.alerts(t); alerts["DTSNoLeader"] != "" {
 		t.Errorf("DTSNoLeader is %s while c1 leads: %v", alerts["DTSNoLeader"], alerts)
 	}
-	// A few more scrapes, so that every rate() has samples on both sides
-	// of the workload's last changes.
-	time.Sleep(3 * time.Second)
+	// Three more scrapes of every target (one a second), so that every
+	// rate() has samples on both sides of the workload's last changes.
+	since := float64(time.Now().UnixMilli()) / 1000
+	p.eventually(t, 15*time.Second, "three more scrapes of every target", func() (bool, string) {
+		v, ok := p.scalar(t, "min(timestamp(up))")
+		return ok && v > since+2, fmt.Sprintf("the least recent scrape at %.3f, want after %.3f", v, since+2)
+	})
 
 	t.Run("dashboards", func(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(root, "deploy", "grafana", "dashboards", "*.json"))
@@ -335,41 +341,37 @@ func startPrometheus(t *testing.T, bin, root, logDir string, targets map[string]
 		}
 	})
 	p := &promServer{url: "http://" + addr, log: logPath, cmd: cmd, done: done}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := testwait.Until(t, 30*time.Second, func() error {
 		select {
 		case <-done:
 			t.Fatalf("prometheus exited during start-up:\n%s", tailFile(logPath, 40))
 		default:
 		}
-		if resp, err := http.Get(p.url + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
+		resp, err := http.Get(p.url + "/-/ready")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30s:\n%s", tailFile(logPath, 40))
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("/-/ready: %s", resp.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("prometheus not ready after 30s (%v):\n%s", err, tailFile(logPath, 40))
 	}
+	return p
 }
 
-// eventually polls cond every 250ms until it holds; on time-out it fails
-// with what cond last said.
+// eventually polls cond until it holds; on time-out it fails with what
+// cond last said.
 func (p *promServer) eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
+	testwait.NoError(t, timeout, what, func() error {
+		if ok, last := cond(); !ok {
+			return errors.New(last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // api GETs a Prometheus HTTP API path and decodes its data.

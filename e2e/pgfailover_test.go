@@ -250,7 +250,7 @@ func startLoad(c *cluster, n int) *load {
 				resp, err := client.Post(c.submitter+"/submit_job", "application/json", bytes.NewReader(body))
 				if err != nil {
 					l.refused()
-					time.Sleep(50 * time.Millisecond)
+					l.backOff()
 					continue
 				}
 				var out struct {
@@ -260,7 +260,7 @@ func startLoad(c *cluster, n int) *load {
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusCreated {
 					l.refused()
-					time.Sleep(50 * time.Millisecond)
+					l.backOff()
 					continue
 				}
 				id, err := strconv.ParseInt(out.JobID, 10, 64)
@@ -281,6 +281,15 @@ func (l *load) refused() {
 	l.mu.Lock()
 	l.refusals++
 	l.mu.Unlock()
+}
+
+// backOff spaces a client's tries after a refusal (50 ms), or ends at once
+// when the load stops.
+func (l *load) backOff() {
+	select {
+	case <-l.stopped:
+	case <-time.After(50 * time.Millisecond):
+	}
 }
 
 func (l *load) acceptedCount() int {

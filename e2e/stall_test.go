@@ -70,6 +70,45 @@ func waitRunning(c *cluster, ids []string, workers ...*proc) {
 	})
 }
 
+// leasesExpiredAt is the query for whether every one of the jobs ($1)
+// has a lease deadline in the past by PostgreSQL's clock, the one leases
+// are judged by.
+const leasesExpiredAt = `SELECT bool_and(lease_expires_at < clock_timestamp()) FROM jobs WHERE id = ANY($1::bigint[])`
+
+// waitLeasesExpire waits until every lease of ids has run out by
+// PostgreSQL's clock: a stall that lasts until then is longer than the
+// lease and than the workers' heartbeat deadline.
+func waitLeasesExpire(c *cluster, ids []string) {
+	c.t.Helper()
+	ctx := ctxT(c.t, time.Minute)
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	c.eventually(20*time.Second, "every lease to run out", func() bool {
+		var expired bool
+		if err := conn.QueryRow(ctx, leasesExpiredAt, jobIDs(c.t, ids)).Scan(&expired); err != nil {
+			c.t.Fatal(err)
+		}
+		return expired
+	})
+}
+
+// jobIDs parses the API's job ids.
+func jobIDs(t *testing.T, ids []string) []int64 {
+	t.Helper()
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			t.Fatalf("job id %q: %v", id, err)
+		}
+		out[i] = n
+	}
+	return out
+}
+
 // TestLeaderPausedJobsComplete: the leader is stopped (SIGSTOP) for 5 s
 // while six 8 s jobs without retries run on live workers. Every job
 // completes: the leader times heartbeats by their arrival in Redis and
@@ -83,7 +122,7 @@ func TestLeaderPausedJobsComplete(t *testing.T) {
 	ids := submitSleeps(c, 6, 8)
 	waitRunning(c, ids, w1, w2)
 	leader.signal(t, syscall.SIGSTOP)
-	time.Sleep(5 * time.Second)
+	waitLeasesExpire(c, ids)
 	leader.signal(t, syscall.SIGCONT)
 	waitAll(c, ids, 30*time.Second)
 }
@@ -113,7 +152,14 @@ func TestJobsTableLockedJobsComplete(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * time.Second)
+	// Under the lock, only this transaction reads the leases.
+	c.eventually(20*time.Second, "every lease to run out under the lock", func() bool {
+		var expired bool
+		if err := tx.QueryRow(ctx, leasesExpiredAt, jobIDs(t, ids)).Scan(&expired); err != nil {
+			t.Fatal(err)
+		}
+		return expired
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +288,7 @@ func TestTakeOverWithRedisDown(t *testing.T) {
 	c.redis.Stop()
 	c1.kill(t)
 	c.eventually(10*time.Second, "c2 to take over", func() bool { return c.health(c2)["role"] == "leader" })
-	time.Sleep(5 * time.Second) // longer than the lease and the heartbeat deadline
+	waitLeasesExpire(c, ids)
 	c.redis.Restart(t)
 	waitAll(c, ids, 30*time.Second)
 }
