@@ -142,10 +142,19 @@ func (c *Coordinator) handleWorkers(w http.ResponseWriter, _ *http.Request) erro
 		Concurrency int       `json:"concurrency"`
 		InFlight    int       `json:"in_flight"`
 		LastSeen    time.Time `json:"last_heartbeat_at"`
+		Protocol    int       `json:"protocol"`
+		// ProtocolError says why a worker that speaks a protocol version
+		// this coordinator does not serve gets no jobs.
+		ProtocolError string `json:"protocol_error,omitempty"`
 	}
 	ws := []out{}
 	for _, x := range reg.Snapshot() {
-		ws = append(ws, out{x.ID, x.State(), x.Types, x.Concurrency, len(x.InFlight), x.LastSeen})
+		protocol := x.Protocol
+		if protocol == 0 { // known only from its leases: no heartbeat yet
+			protocol = 1
+		}
+		ws = append(ws, out{x.ID, x.State(), x.Types, x.Concurrency, len(x.InFlight), x.LastSeen,
+			protocol, protocolError(x.Protocol)})
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"workers": ws})
 	return nil

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/dtsched/dts/internal/queue"
@@ -130,6 +131,11 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 		heard = append(heard, hb.WorkerID)
 		if h.l.workers.Heartbeat(hb, rh.At) {
 			h.log.InfoContext(ctx, "worker joined", "worker_id", hb.WorkerID, "concurrency", hb.Concurrency, "job_types", hb.JobTypes)
+			if !wire.ProtocolSupported(hb.Protocol) {
+				h.log.WarnContext(ctx, "worker speaks a protocol version this coordinator does not; it gets no jobs",
+					"worker_id", hb.WorkerID, "protocol", hb.Protocol, "supported", protocolRange(),
+					"hint", "upgrade the coordinators before the workers (docs/protocol.md)")
+			}
 			h.l.wake()
 		}
 		for _, f := range hb.InFlight {
@@ -156,4 +162,22 @@ func runMillis(f wire.InFlight) int64 {
 		return -1
 	}
 	return max(f.RunMillis, 0)
+}
+
+// protocolRange is the protocol versions this coordinator serves, as
+// "1..2" (or "1" for one).
+func protocolRange() string {
+	if wire.MinProtocolVersion == wire.ProtocolVersion {
+		return strconv.Itoa(wire.ProtocolVersion)
+	}
+	return strconv.Itoa(wire.MinProtocolVersion) + ".." + strconv.Itoa(wire.ProtocolVersion)
+}
+
+// protocolError says why a worker that announced protocol version v gets
+// no jobs; "" if it speaks a version this coordinator serves.
+func protocolError(v int) string {
+	if wire.ProtocolSupported(v) {
+		return ""
+	}
+	return "speaks worker protocol " + strconv.Itoa(v) + "; this coordinator serves " + protocolRange() + ": it gets no jobs"
 }

@@ -22,6 +22,27 @@ type Delivery struct {
 	CreatedAt      time.Time       `json:"created_at"`
 }
 
+// ProtocolVersion is the version of the worker protocol (docs/protocol.md)
+// this code speaks, and what a worker announces in Heartbeat.Protocol. It
+// changes only for a change an older peer would misread; additions it can
+// ignore (an optional field, a codec announced in Heartbeat.Codec) keep it.
+const ProtocolVersion = 1
+
+// MinProtocolVersion is the oldest protocol version a coordinator still
+// serves. A worker that announces a version outside MinProtocolVersion ..
+// ProtocolVersion is registered, but the coordinator sends it no jobs.
+const MinProtocolVersion = 1
+
+// ProtocolSupported reports whether a coordinator of this build serves a
+// worker that announces protocol version v (0: a worker that does not say,
+// which speaks version 1).
+func ProtocolSupported(v int) bool {
+	if v == 0 {
+		v = 1
+	}
+	return v >= MinProtocolVersion && v <= ProtocolVersion
+}
+
 // Control is a command to a worker, sent on its control list.
 type Control struct {
 	Op         string `json:"op"` // "cancel"
@@ -102,11 +123,14 @@ type Heartbeat struct {
 	Stopped    bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
 	Credential string     `json:"credential,omitempty"`
 	// Codec is the newest codec of deliveries the worker reads (codec.go):
-	// CodecJSON (0, omitted) or CodecBinary.
-	Codec   int       `json:"codec,omitempty"`
-	SentAt  time.Time `json:"sent_at"`           // informational only; ages use the receiver's clock
-	Host    string    `json:"host,omitempty"`    // the worker's host name, for operators
-	Version string    `json:"version,omitempty"` // the worker's build, for operators
+	// CodecJSON (0, omitted), CodecBinary or CodecBatch.
+	Codec int `json:"codec,omitempty"`
+	// Protocol is the worker protocol version the worker speaks
+	// (ProtocolVersion); 0 or omitted means 1.
+	Protocol int       `json:"protocol,omitempty"`
+	SentAt   time.Time `json:"sent_at"`           // informational only; ages use the receiver's clock
+	Host     string    `json:"host,omitempty"`    // the worker's host name, for operators
+	Version  string    `json:"version,omitempty"` // the worker's build, for operators
 }
 
 // QueueWeight is one queue a worker serves and its weight: when every

@@ -38,7 +38,13 @@ type Worker struct {
 	Prefetch int
 	// Codec is the newest delivery codec it reads (wire.CodecJSON or
 	// wire.CodecBinary), from its heartbeats.
-	Codec    int
+	Codec int
+	// Protocol is the worker protocol version its heartbeats announce (1
+	// when they do not say). A worker whose version this coordinator does
+	// not speak (wire.ProtocolSupported) gets no jobs and shows as
+	// draining; its leases are extended and its results applied as any
+	// worker's, since those fields mean the same in every version.
+	Protocol int
 	Draining bool // the worker said it is shutting down
 	// DrainRequested: an operator asked that it get no new jobs (POST
 	// /workers/{id}/drain); the leader reads the flags from PostgreSQL at
@@ -71,7 +77,7 @@ func (w *Worker) State() string {
 	switch {
 	case w.Gone:
 		return StateUnavailable
-	case w.Draining || w.DrainRequested:
+	case w.Draining || w.DrainRequested || !wire.ProtocolSupported(w.Protocol):
 		return StateDraining
 	case w.busySlots() >= w.Concurrency:
 		return StateBusy
@@ -83,7 +89,7 @@ func (w *Worker) busySlots() int { return max(len(w.InFlight), w.Reported) }
 
 // free is how many more jobs it takes: free slots, then prefetch.
 func (w *Worker) free() int {
-	if w.Gone || w.Draining || w.DrainRequested {
+	if w.Gone || w.Draining || w.DrainRequested || !wire.ProtocolSupported(w.Protocol) {
 		return 0
 	}
 	return max(w.Concurrency+w.Prefetch-w.busySlots(), 0)
@@ -137,7 +143,10 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 	}
 	w.Types, w.Concurrency, w.Codec, w.Draining, w.LastSeen, w.Gone = types, hb.Concurrency, hb.Codec, hb.Draining, now, false
 	w.Prefetch, w.Reported, w.StoppedAt = hb.Prefetch, len(hb.InFlight), time.Time{}
-	w.Host, w.Version = hb.Host, hb.Version
+	w.Host, w.Version, w.Protocol = hb.Host, hb.Version, hb.Protocol
+	if w.Protocol == 0 {
+		w.Protocol = 1 // a worker that does not say speaks version 1
+	}
 	w.Queues = checkQueues(hb.Queues, w.Queues)
 	return joined
 }
@@ -449,12 +458,13 @@ func (r *Registry) Codec(id string) int {
 	return wire.CodecJSON
 }
 
-// Usable reports whether a worker is known, alive and not draining.
+// Usable reports whether a worker is known, alive, not draining, and
+// speaks a protocol version this coordinator serves.
 func (r *Registry) Usable(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.workers[id]
-	return ok && !w.Gone && !w.Draining && !w.DrainRequested
+	return ok && !w.Gone && !w.Draining && !w.DrainRequested && wire.ProtocolSupported(w.Protocol)
 }
 
 // SetDrainRequested marks the workers in ids as asked to drain, and every
