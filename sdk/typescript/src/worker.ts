@@ -1,0 +1,868 @@
+import { hostname } from "node:os";
+import { createClient } from "redis";
+
+import { encodeResult, field, int64Field, rawFields } from "./json.js";
+import { type Logger, stderrLogger } from "./log.js";
+
+/** The SDK's version, sent in heartbeats for operators. */
+export const VERSION = "ts-0.1.0";
+
+// Defaults of WorkerOptions.
+export const DEFAULT_CONCURRENCY = 8;
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 1000;
+export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
+
+// Protocol constants (docs/protocol.md).
+const receiveBlockSeconds = "0.5"; // how long one blocking pop waits: at most this long from stop() to the drain
+const progressIntervalMs = 1000; // the least time between two progress reports of an attempt
+const maxProgressMessage = 200; // characters (code points)
+const remembered = 10_000; // lease tokens remembered beyond those held
+const redisTimeoutMs = 5000; // one heartbeat, one batch of results
+const cancelWaitMs = 5000; // for handlers to return once the grace period has ended
+const flushMinMs = 1000; // the least time results get after the last attempt ended
+const stopTimeoutMs = 1000; // the final heartbeat, saying stopped
+const heartbeatStreamLen = "10000";
+const host = hostname();
+
+/** WorkerOptions configures a Worker; fields left out take the defaults in their comments. */
+export interface WorkerOptions {
+  /** Names the worker; unique in the fleet, at most 200 characters. Default `<hostname>-<pid>`. */
+  id?: string;
+  /** The Redis URL (redis:// or rediss://). Required. */
+  redisUrl: string;
+  /** Namespaces every Redis key; must match the coordinator's. Default "". */
+  redisPrefix?: string;
+  /** How many handlers run at once. Default 8. */
+  concurrency?: number;
+  /** How often the worker heartbeats, in ms; must match the coordinator's setting. Default 1000. */
+  heartbeatIntervalMs?: number;
+  /** How long running handlers may finish after stop() (or SIGTERM) before they are aborted and handed back, in ms. Default 30000. */
+  shutdownGraceMs?: number;
+  /** Sent with every heartbeat for the coordinator to check (WORKER_CREDENTIAL). Default none. */
+  credential?: string;
+  /** Where log lines go. Default: logfmt lines on stderr, info and above. */
+  logger?: Logger;
+  /** Whether run() stops the worker on SIGTERM and SIGINT. Default true. */
+  handleSignals?: boolean;
+}
+
+/** Job is one attempt at one job, as a handler receives it. */
+export interface Job {
+  /** The job id as the API shows it (a decimal string: ids are 64-bit). */
+  readonly id: string;
+  /** The job type. */
+  readonly name: string;
+  /** The queue it was submitted to. */
+  readonly queue: string;
+  /** The payload, parsed. Integers beyond 2^53 lose precision here; payloadText has them exactly. */
+  readonly payload: unknown;
+  /** The payload exactly as submitted (a JSON text). */
+  readonly payloadText: string;
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  /** Retries allowed after the first attempt. */
+  readonly maxRetries: number;
+  /** The attempt's time limit in seconds from its handler's start, 0 for none. */
+  readonly timeoutSeconds: number;
+  /** The worker running the attempt. */
+  readonly workerId: string;
+  /** When the job was submitted (RFC 3339 text). */
+  readonly createdAt: string;
+  /**
+   * progress reports how far the attempt has come: pct from 0 to 100 and a
+   * short message (control characters dropped, cut to 200 characters). It
+   * never blocks: at most one report a second per attempt is sent (the
+   * latest within the second wins), ahead of the attempt's result. It
+   * throws a RangeError for a pct out of range and does nothing once the
+   * attempt is aborted.
+   */
+  progress(pct: number, message?: string): void;
+}
+
+/** What a handler gets beside its job. */
+export interface HandlerContext {
+  /**
+   * Aborted when the job is canceled, its time limit passes, a newer lease
+   * of it arrives, or the worker's shutdown grace ends. signal.reason is an
+   * AttemptAborted saying which.
+   */
+  signal: AbortSignal;
+}
+
+/**
+ * Handler runs one attempt. What it returns (any JSON-encodable value, a
+ * RawJSON, or undefined/null for none) is stored as the result. A throw
+ * fails the attempt, retried while retries remain; throw a PermanentError
+ * to skip the remaining retries.
+ */
+export type Handler = (job: Job, ctx: HandlerContext) => unknown;
+
+/** PermanentError fails a job at once, without further retries. */
+export class PermanentError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "PermanentError";
+  }
+}
+
+/** Why an attempt's signal was aborted. */
+export type AbortKind = "canceled" | "timeout" | "shutdown" | "superseded";
+
+/** AttemptAborted is the reason of an aborted attempt's signal. */
+export class AttemptAborted extends Error {
+  readonly kind: AbortKind;
+  constructor(kind: AbortKind, message: string) {
+    super(message);
+    this.name = "AttemptAborted";
+    this.kind = kind;
+  }
+}
+
+// Delivery is a leased job as the coordinator sends it; ids and tokens are
+// decimal strings.
+interface Delivery {
+  jobId: string;
+  token: string;
+  name: string;
+  queue: string;
+  payloadText: string;
+  payload: unknown;
+  attempt: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  createdAt: string;
+}
+
+/** decodeDelivery decodes one delivery (JSON, codec 0), keeping ids and tokens exact. */
+export function decodeDelivery(text: string): Delivery {
+  const f = rawFields(text);
+  const jobId = int64Field(f, "job_id");
+  const token = int64Field(f, "lease_token");
+  const name = field(f, "name");
+  if (BigInt(jobId) <= 0n || BigInt(token) <= 0n || typeof name !== "string" || name === "") {
+    throw new SyntaxError("missing job_id, lease_token or name");
+  }
+  const payloadText = f.get("payload") ?? "null";
+  return {
+    jobId,
+    token,
+    name,
+    queue: str(field(f, "queue")),
+    payloadText,
+    payload: JSON.parse(payloadText),
+    attempt: num(field(f, "attempt")),
+    maxRetries: num(field(f, "max_retries")),
+    timeoutSeconds: num(field(f, "timeout_seconds")),
+    createdAt: str(field(f, "created_at")),
+  };
+}
+
+interface Control {
+  op: string;
+  jobId: string;
+  token: string; // "0": the job's newest lease here
+}
+
+function decodeControl(text: string): Control {
+  const f = rawFields(text);
+  return { op: str(field(f, "op")), jobId: int64Field(f, "job_id"), token: int64Field(f, "lease_token") };
+}
+
+const str = (v: unknown): string => (typeof v === "string" ? v : "");
+const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+
+// Result is one message for the results stream.
+interface Result {
+  jobId: string;
+  token: string;
+  attempt: number;
+  outcome: "completed" | "failed" | "released" | "progress";
+  result?: string; // JSON text
+  error?: string;
+  reason?: string;
+  progress?: number;
+  message?: string;
+  startedAt: Date;
+  finishedAt?: Date;
+}
+
+// encodeResultMessage writes r as the protocol's Result JSON, with the id
+// and token as exact integers.
+function encodeResultMessage(r: Result, workerId: string): string {
+  let s = `{"job_id":${r.jobId},"lease_token":${r.token},"worker_id":${JSON.stringify(workerId)},"attempt":${r.attempt},"outcome":"${r.outcome}"`;
+  if (r.result !== undefined) s += `,"result":${r.result}`;
+  if (r.error) s += `,"error":${JSON.stringify(r.error)}`;
+  if (r.reason) s += `,"reason":${JSON.stringify(r.reason)}`;
+  if (r.progress) s += `,"progress":${r.progress}`;
+  if (r.message) s += `,"message":${JSON.stringify(r.message)}`;
+  const finished = r.finishedAt ?? r.startedAt;
+  return s + `,"started_at":"${r.startedAt.toISOString()}","finished_at":"${finished.toISOString()}"}`;
+}
+
+/** progressMessage drops control characters and lone surrogates and keeps at most 200 code points. */
+export function progressMessage(msg: string): string {
+  let out = "";
+  let n = 0;
+  for (const ch of msg) {
+    if (n === maxProgressMessage) break;
+    const c = ch.codePointAt(0)!;
+    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || (c >= 0xd800 && c < 0xe000)) continue;
+    out += ch;
+    n++;
+  }
+  return out;
+}
+
+interface Attempt {
+  jobId: string;
+  controller: AbortController;
+  started: boolean;
+  startedAt: number; // Date.now() at the handler's start
+  progress?: Result | undefined; // the latest report not yet queued
+  lastProgress: number; // when the last report was queued
+  progressTimer?: NodeJS.Timeout | undefined;
+}
+
+// TokenSet holds the last n lease tokens added.
+class TokenSet {
+  private readonly has = new Set<string>();
+  private readonly ring: string[] = [];
+  private next = 0;
+  constructor(private readonly n: number) {}
+  contains(t: string): boolean {
+    return this.has.has(t);
+  }
+  add(t: string): void {
+    if (this.ring.length < this.n) this.ring.push(t);
+    else {
+      this.has.delete(this.ring[this.next]!);
+      this.ring[this.next] = t;
+      this.next = (this.next + 1) % this.n;
+    }
+    this.has.add(t);
+  }
+}
+
+// Slots hands out the concurrency slots in the order they were asked for
+// (delivery order).
+class Slots {
+  private waiting: Array<() => void> = [];
+  constructor(private free: number) {}
+  /** ask returns a promise resolved when a slot is granted, and a withdraw function. */
+  ask(): { granted: Promise<void>; withdraw: () => void } {
+    if (this.free > 0 && this.waiting.length === 0) {
+      this.free--;
+      return { granted: Promise.resolve(), withdraw: () => this.release() };
+    }
+    let got = false;
+    let grant!: () => void;
+    const granted = new Promise<void>((resolve) => {
+      grant = () => {
+        got = true;
+        resolve();
+      };
+    });
+    this.waiting.push(grant);
+    const withdraw = () => {
+      if (got) return this.release();
+      const i = this.waiting.indexOf(grant);
+      if (i >= 0) this.waiting.splice(i, 1);
+    };
+    return { granted, withdraw };
+  }
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+type RedisClient = ReturnType<typeof createClient>;
+
+/**
+ * Worker runs handlers for the jobs the coordinator leases to it, over the
+ * dts worker protocol (docs/protocol.md): it heartbeats, pops deliveries
+ * and cancels from its Redis lists, runs each lease at most once, and
+ * reports exactly one outcome per lease on the results stream.
+ */
+export class Worker {
+  readonly id: string;
+  private readonly opts: Required<Omit<WorkerOptions, "credential" | "logger">> & { credential?: string };
+  private readonly log: Logger;
+  private readonly handlers = new Map<string, Handler>();
+  private readonly keys: { jobs: string; control: string; results: string; heartbeats: string };
+
+  private rdb?: RedisClient;
+  private blocking?: RedisClient;
+  private slots: Slots;
+  private started = false;
+  private stopping = false;
+  private draining = false;
+  private wakeStop!: () => void;
+  private readonly stopped: Promise<void>;
+
+  // Attempts are keyed by lease token, not job id: a job can be leased
+  // again while its old attempt still runs here.
+  private readonly running = new Map<string, Attempt>();
+  private readonly unsent = new Map<string, number>(); // token → its handler's start (0: never ran), of results not yet on the stream
+  private toSend: Result[] = [];
+  private readonly newest = new Map<string, string>(); // job id → its newest lease here: what heartbeats name
+  private readonly seen = new TokenSet(remembered); // tokens delivered lately: a second delivery of one is dropped
+  private readonly canceled = new Map<string, string>(); // token → job id, canceled before its delivery arrived
+  private active = 0; // attempts not yet reported
+  private idleWaiters: Array<() => void> = [];
+  private wakeSender?: (() => void) | undefined;
+
+  constructor(options: WorkerOptions) {
+    if (!options.redisUrl) throw new Error("WorkerOptions.redisUrl is required");
+    const id = options.id || `${hostname()}-${process.pid}`;
+    if ([...id].length > 200) throw new Error("WorkerOptions.id is longer than 200 characters");
+    const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100_000) {
+      throw new Error(`WorkerOptions.concurrency (${concurrency}) is not within 1..100000`);
+    }
+    this.id = id;
+    this.opts = {
+      id,
+      redisUrl: options.redisUrl,
+      redisPrefix: options.redisPrefix ?? "",
+      concurrency,
+      heartbeatIntervalMs: positive(options.heartbeatIntervalMs, DEFAULT_HEARTBEAT_INTERVAL_MS),
+      shutdownGraceMs: positive(options.shutdownGraceMs, DEFAULT_SHUTDOWN_GRACE_MS),
+      handleSignals: options.handleSignals ?? true,
+      ...(options.credential ? { credential: options.credential } : {}),
+    };
+    this.log = options.logger ?? stderrLogger();
+    const p = this.opts.redisPrefix;
+    this.keys = {
+      jobs: `${p}dts:worker:${id}:jobs`,
+      control: `${p}dts:worker:${id}:control`,
+      results: `${p}dts:results`,
+      heartbeats: `${p}dts:heartbeats`,
+    };
+    this.slots = new Slots(concurrency);
+    this.stopped = new Promise((resolve) => (this.wakeStop = resolve));
+  }
+
+  /** handle registers handler for jobs named name ("*": every name without a handler of its own). Call before run(). */
+  handle(name: string, handler: Handler): this {
+    if (this.started) throw new Error("handle after run");
+    this.handlers.set(name, handler);
+    return this;
+  }
+
+  /** stop begins the drain that SIGTERM begins; run() resolves once it is done. */
+  stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.wakeStop();
+    if (!this.rdb) return;
+    // Tell the coordinator at once, not after the receive loop's pop returns.
+    this.draining = true;
+    this.cancelWaiting();
+    void this.heartbeat(false);
+  }
+
+  /**
+   * run connects to Redis and works until stop() or, unless handleSignals
+   * is false, SIGTERM or SIGINT. Then it drains: it stops taking jobs, lets
+   * running handlers finish for shutdownGraceMs, aborts and hands back the
+   * rest (and any delivered but not started), sends their results, sends a
+   * last heartbeat saying stopped, and resolves.
+   */
+  async run(): Promise<void> {
+    if (this.started) throw new Error("run called twice");
+    if (this.handlers.size === 0) throw new Error("no handlers registered");
+    this.started = true;
+    const onSignal = (sig: string) => {
+      this.log.info("signal received: draining", { signal: sig });
+      this.stop();
+    };
+    if (this.opts.handleSignals) {
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
+    }
+    try {
+      this.rdb = this.newClient("main");
+      this.blocking = this.rdb.duplicate();
+      this.blocking.on("error", (e: Error) => this.logRedisError("blocking", e));
+      await Promise.all([this.rdb.connect(), this.blocking.connect()]);
+      const graceStart = { at: 0 };
+      this.stopped.then(() => (graceStart.at = Date.now()));
+      this.log.info("worker started", { worker_id: this.id, concurrency: this.opts.concurrency, job_types: this.jobTypes() });
+      const heartbeats = this.heartbeatLoop();
+      const sender = this.sendLoop();
+      await this.receiveLoop();
+      await this.drain(graceStart.at || Date.now());
+      heartbeats.stop();
+      await heartbeats.done;
+      await sender;
+      await this.heartbeat(true, stopTimeoutMs);
+      this.log.info("worker stopped", { worker_id: this.id });
+    } finally {
+      if (this.opts.handleSignals) {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+      }
+      for (const c of [this.blocking, this.rdb]) {
+        if (c?.isOpen) c.destroy();
+      }
+    }
+  }
+
+  private newClient(role: string): RedisClient {
+    const c = createClient({
+      url: this.opts.redisUrl,
+      // Fail commands at once while Redis is away instead of queueing
+      // them: the loops retry, and a heartbeat queued for a minute says
+      // nothing true.
+      disableOfflineQueue: true,
+      // Only the commands of the worker's ACL (docs/security.md): no
+      // CLIENT SETINFO or CLIENT MAINT_NOTIFICATIONS on connect.
+      disableClientInfo: true,
+      maintNotifications: "disabled",
+      socket: { reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 6), 2000) },
+    });
+    c.on("error", (e: Error) => this.logRedisError(role, e));
+    return c;
+  }
+
+  private lastRedisLog = 0;
+  private logRedisError(role: string, e: Error): void {
+    const now = Date.now();
+    if (now - this.lastRedisLog < 1000) return; // one line a second while Redis is away
+    this.lastRedisLog = now;
+    this.log.warn("redis connection error", { connection: role, error: e.message });
+  }
+
+  private jobTypes(): string[] {
+    return [...this.handlers.keys()];
+  }
+
+  // ---- receive ----
+
+  private async receiveLoop(): Promise<void> {
+    const count = String(this.opts.concurrency);
+    while (!this.stopping) {
+      let reply: unknown;
+      try {
+        reply = await this.blocking!.sendCommand([
+          "BLMPOP", receiveBlockSeconds, "2", this.keys.control, this.keys.jobs, "RIGHT", "COUNT", count,
+        ]);
+      } catch (e) {
+        if (this.stopping) break;
+        this.log.error("receive failed", { error: errText(e) });
+        await Promise.race([sleep(200), this.stopped]);
+        continue;
+      }
+      // A pop that returned after stop() hands its deliveries back.
+      this.handleInbox(reply, this.stopping);
+    }
+  }
+
+  // handleInbox handles one [key, [message...]] reply of (B)LMPOP.
+  private handleInbox(reply: unknown, release: boolean): number {
+    if (!Array.isArray(reply) || reply.length !== 2) return 0;
+    const [key, values] = reply as [unknown, unknown];
+    if (!Array.isArray(values)) return 0;
+    for (const v of values) {
+      const text = String(v);
+      try {
+        if (String(key) === this.keys.control) {
+          const c = decodeControl(text);
+          if (c.op === "cancel") this.cancelJob(c.jobId, c.token);
+        } else {
+          this.accept(decodeDelivery(text), release);
+        }
+      } catch (e) {
+        this.log.warn("dropped a message that does not decode", { error: errText(e), list: String(key) });
+      }
+    }
+    return values.length;
+  }
+
+  // releaseQueued hands back deliveries that arrived but were not started.
+  private async releaseQueued(): Promise<void> {
+    for (;;) {
+      let reply: unknown;
+      try {
+        reply = await this.rdb!.sendCommand(["LMPOP", "2", this.keys.control, this.keys.jobs, "RIGHT", "COUNT", "1000"], {
+          timeout: redisTimeoutMs,
+        });
+      } catch {
+        return;
+      }
+      if (this.handleInbox(reply, true) === 0) return;
+    }
+  }
+
+  // cancelJob cancels a running attempt, or remembers the cancel for a
+  // delivery not received yet (the control list is read before the job
+  // list, so a cancel can overtake its job). A cancel without a token
+  // names the job's newest lease here.
+  private cancelJob(jobId: string, token: string): void {
+    if (token === "0") token = this.newest.get(jobId) ?? "0";
+    const a = this.running.get(token);
+    if (a && a.jobId === jobId) {
+      this.log.info("canceling job on request", { job_id: jobId, lease_token: token });
+      a.controller.abort(new AttemptAborted("canceled", "job canceled"));
+      return;
+    }
+    if (token === "0" || this.seen.contains(token)) return; // nothing of it here, or that attempt ended
+    if (this.canceled.size >= remembered) this.canceled.clear(); // bound it: forget the oldest guesses
+    this.canceled.set(token, jobId);
+  }
+
+  private cancelWaiting(): void {
+    for (const a of this.running.values()) {
+      if (!a.started) a.controller.abort(new AttemptAborted("shutdown", "worker shutting down"));
+    }
+  }
+
+  private cancelAll(): void {
+    for (const a of this.running.values()) a.controller.abort(new AttemptAborted("shutdown", "worker shutting down"));
+  }
+
+  // accept takes one delivery: it starts it, or reports it handed back if
+  // release is set, or failed if it was canceled before it came. The same
+  // lease delivered twice runs once. A newer lease of a job whose attempt
+  // still runs here aborts that attempt (its lease has ended) and runs.
+  private accept(d: Delivery, release: boolean): void {
+    const handler = this.handlers.get(d.name) ?? this.handlers.get("*");
+    if (this.running.has(d.token) || this.unsent.has(d.token) || this.seen.contains(d.token)) return;
+    this.seen.add(d.token);
+    // Tokens are random: the lease delivered later is the newer one (the
+    // list is FIFO, and a job is leased again only after its lease ended).
+    const old = this.newest.get(d.jobId);
+    if (old !== undefined) {
+      const a = this.running.get(old);
+      if (a) {
+        this.log.info("a new lease of a running job arrived: aborting the old attempt", {
+          job_id: d.jobId, lease_token: d.token, old_lease_token: old,
+        });
+        a.controller.abort(new AttemptAborted("superseded", "a newer lease of this job arrived"));
+      }
+    }
+    this.newest.set(d.jobId, d.token);
+    const canceled = this.canceled.delete(d.token);
+    if (canceled || release) {
+      const now = new Date();
+      const r: Result = canceled
+        ? { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "failed", reason: "canceled", error: "canceled before it started", startedAt: now }
+        : { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "released", reason: "shutdown", startedAt: now };
+      this.active++;
+      this.report(r);
+      return;
+    }
+    const a: Attempt = { jobId: d.jobId, controller: new AbortController(), started: false, startedAt: 0, lastProgress: 0 };
+    this.running.set(d.token, a);
+    this.active++;
+    const slot = this.slots.ask(); // here, in delivery order
+    void this.runAttempt(d, a, handler, slot);
+  }
+
+  private async runAttempt(d: Delivery, a: Attempt, handler: Handler | undefined, slot: ReturnType<Slots["ask"]>): Promise<void> {
+    const signal = a.controller.signal;
+    // A job waiting for a slot never runs if it is aborted first.
+    await Promise.race([slot.granted, aborted(signal)]);
+    if (signal.aborted) {
+      slot.withdraw();
+      this.report(notStarted(d, signal.reason));
+      return;
+    }
+    a.started = true;
+    a.startedAt = Date.now();
+    // The time limit counts from the handler's start, not the delivery.
+    let timer: NodeJS.Timeout | undefined;
+    if (d.timeoutSeconds > 0) {
+      timer = setTimeout(
+        () => a.controller.abort(new AttemptAborted("timeout", `timed out after ${d.timeoutSeconds}s`)),
+        d.timeoutSeconds * 1000,
+      );
+    }
+    let r: Result;
+    try {
+      r = await this.execute(d, a, handler);
+    } finally {
+      clearTimeout(timer);
+      slot.withdraw(); // releases the granted slot
+    }
+    this.report(r);
+  }
+
+  private async execute(d: Delivery, a: Attempt, handler: Handler | undefined): Promise<Result> {
+    const r: Result = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "completed", startedAt: new Date() };
+    if (!handler) {
+      return { ...r, outcome: "failed", reason: "permanent", error: `no handler for job type ${JSON.stringify(d.name)}`, finishedAt: new Date() };
+    }
+    const signal = a.controller.signal;
+    const job: Job = {
+      id: d.jobId,
+      name: d.name,
+      queue: d.queue,
+      payload: d.payload,
+      payloadText: d.payloadText,
+      attempt: d.attempt,
+      maxRetries: d.maxRetries,
+      timeoutSeconds: d.timeoutSeconds,
+      workerId: this.id,
+      createdAt: d.createdAt,
+      progress: (pct: number, message = "") => {
+        if (!(pct >= 0 && pct <= 100)) throw new RangeError(`progress ${pct}: must be between 0 and 100`);
+        if (signal.aborted) return;
+        this.reportProgress(d, Math.round(pct), progressMessage(message));
+      },
+    };
+    let value: unknown;
+    let thrown: unknown;
+    let threw = false;
+    try {
+      value = await handler(job, { signal });
+    } catch (e) {
+      threw = true;
+      thrown = e;
+    }
+    r.finishedAt = new Date();
+    const cause = signal.aborted ? signal.reason : undefined;
+    if (cause instanceof AttemptAborted) {
+      switch (cause.kind) {
+        case "shutdown":
+          return { ...r, outcome: "released", reason: "shutdown", error: "worker shut down" };
+        case "superseded":
+          return { ...r, outcome: "released", reason: "superseded", error: cause.message };
+        case "canceled":
+          return { ...r, outcome: "failed", reason: "canceled", error: "canceled" };
+        case "timeout":
+          return { ...r, outcome: "failed", reason: "timeout", error: cause.message };
+      }
+    }
+    if (threw) {
+      const permanent = thrown instanceof PermanentError;
+      this.log.info("attempt did not succeed", { job_id: d.jobId, attempt: d.attempt, name: d.name, error: errText(thrown) });
+      return { ...r, outcome: "failed", reason: permanent ? "permanent" : "error", error: errText(thrown) || "error" };
+    }
+    try {
+      const result = encodeResult(value);
+      return result === undefined ? r : { ...r, result };
+    } catch (e) {
+      return { ...r, outcome: "failed", reason: "permanent", error: `result does not encode to JSON: ${errText(e)}` };
+    }
+  }
+
+  // ---- results ----
+
+  // reportProgress keeps the attempt's latest report and queues it, at most
+  // one per progressIntervalMs.
+  private reportProgress(d: Delivery, pct: number, message: string): void {
+    const a = this.running.get(d.token);
+    if (!a || a.jobId !== d.jobId) return;
+    a.progress = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "progress", progress: pct, message, startedAt: new Date() };
+    if (a.progressTimer) return; // queued when the timer fires, the latest then
+    const wait = a.lastProgress + progressIntervalMs - Date.now();
+    if (wait <= 0) return this.queueProgress(a);
+    a.progressTimer = setTimeout(() => {
+      a.progressTimer = undefined;
+      if (this.running.get(d.token) === a && a.progress) this.queueProgress(a);
+    }, wait);
+  }
+
+  private queueProgress(a: Attempt): void {
+    this.toSend.push(a.progress!);
+    a.progress = undefined;
+    a.lastProgress = Date.now();
+    this.wakeSender?.();
+  }
+
+  // report moves an attempt from running to unsent and queues its result.
+  private report(r: Result): void {
+    const a = this.running.get(r.token);
+    let started = 0;
+    if (a) {
+      if (a.progress) this.toSend.push(a.progress); // the latest report goes ahead of the result
+      clearTimeout(a.progressTimer);
+      started = a.startedAt;
+      this.running.delete(r.token);
+    }
+    this.unsent.set(r.token, started);
+    this.toSend.push(r);
+    this.wakeSender?.();
+    this.active--;
+    if (this.active === 0) {
+      for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  private idle(): Promise<void> {
+    if (this.active === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private senderDeadline = Infinity; // set by the drain: give up sending then
+  private senderFinish = false;
+
+  // sendLoop writes queued results to the results stream, retrying each
+  // until Redis takes it. While a result is unsent its job stays in the
+  // heartbeats' in_flight, so its lease is extended meanwhile. Once the
+  // drain finishes it, it sends what is queued and returns.
+  private async sendLoop(): Promise<void> {
+    for (;;) {
+      if (this.toSend.length === 0) {
+        if (this.senderFinish) return;
+        await new Promise<void>((resolve) => (this.wakeSender = resolve));
+        this.wakeSender = undefined;
+        continue;
+      }
+      let batch = this.toSend.splice(0, 512);
+      for (let attempt = 1; batch.length > 0; attempt++) {
+        const sent = await Promise.allSettled(
+          batch.map((r) =>
+            this.rdb!.sendCommand(["XADD", this.keys.results, "*", "r", encodeResultMessage(r, this.id)], { timeout: redisTimeoutMs }),
+          ),
+        );
+        const failed: Result[] = [];
+        let lastError: unknown;
+        sent.forEach((s, i) => {
+          const r = batch[i]!;
+          if (s.status === "rejected") {
+            failed.push(r);
+            lastError = s.reason;
+          } else if (r.outcome !== "progress") {
+            this.unsent.delete(r.token);
+            if (this.newest.get(r.jobId) === r.token) this.newest.delete(r.jobId);
+          }
+        });
+        batch = failed;
+        if (batch.length === 0) break;
+        if (Date.now() >= this.senderDeadline) {
+          this.log.warn("results not sent before the drain ended: the leader recovers their jobs by their leases", {
+            count: batch.length + this.toSend.length,
+          });
+          return;
+        }
+        this.log.error("send results failed; retrying", { count: batch.length, error: errText(lastError) });
+        await sleep(Math.min(attempt * 100, 2000, Math.max(0, this.senderDeadline - Date.now())));
+      }
+    }
+  }
+
+  // ---- heartbeats ----
+
+  private heartbeatLoop(): { stop: () => void; done: Promise<void> } {
+    let stop = false;
+    let timer: NodeJS.Timeout | undefined;
+    let wake: (() => void) | undefined;
+    const done = (async () => {
+      while (!stop) {
+        await this.heartbeat(false);
+        if (stop) break;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, this.opts.heartbeatIntervalMs);
+        });
+      }
+    })();
+    return {
+      stop: () => {
+        stop = true;
+        clearTimeout(timer);
+        wake?.();
+      },
+      done,
+    };
+  }
+
+  private async heartbeat(stopped: boolean, timeout = redisTimeoutMs): Promise<void> {
+    // Each job's newest lease only; each says whether its handler has
+    // started, and how long ago: the job's time limit counts from then.
+    const now = Date.now();
+    const inFlight: string[] = [];
+    for (const [jobId, token] of this.newest) {
+      let f = `{"job_id":${jobId},"lease_token":${token}`;
+      const a = this.running.get(token);
+      const start = a ? a.startedAt : this.unsent.get(token);
+      if (start === 0) f += `,"waiting":true`;
+      else if (start !== undefined) f += `,"started":true,"run_ms":${Math.max(0, now - start)}`;
+      inFlight.push(f + "}");
+    }
+    const rest: Record<string, unknown> = {};
+    if (this.draining) rest.draining = true;
+    if (stopped) rest.stopped = true;
+    if (this.opts.credential) rest.credential = this.opts.credential;
+    rest.sent_at = new Date(now).toISOString();
+    rest.host = host;
+    rest.version = VERSION;
+    const text =
+      `{"worker_id":${JSON.stringify(this.id)},"job_types":${JSON.stringify(this.jobTypes())},` +
+      `"concurrency":${this.opts.concurrency},"in_flight":[${inFlight.join(",")}],` +
+      JSON.stringify(rest).slice(1);
+    try {
+      await this.rdb!.sendCommand(["XADD", this.keys.heartbeats, "MAXLEN", "~", heartbeatStreamLen, "*", "h", text], { timeout });
+    } catch (e) {
+      this.log.warn("heartbeat failed", { error: errText(e) });
+    }
+  }
+
+  // ---- drain ----
+
+  // drain ends run(): running jobs get the grace period to finish, then
+  // are aborted and handed back; prefetched ones go back unrun; results are
+  // sent until the grace period ends (and for at least flushMinMs after
+  // the last attempt ended).
+  private async drain(graceStart: number): Promise<void> {
+    const graceEnd = graceStart + this.opts.shutdownGraceMs;
+    this.draining = true;
+    this.cancelWaiting();
+    this.log.info("worker draining", { in_flight: this.running.size, grace_ms: this.opts.shutdownGraceMs });
+    let lastEnd = 0;
+    let finished = false;
+    const idle = this.idle().then(() => {
+      finished = true;
+      lastEnd = Date.now();
+    });
+    await this.heartbeat(false);
+    await this.releaseQueued();
+    await Promise.race([idle, sleep(Math.max(0, graceEnd - Date.now()))]);
+    if (!finished) {
+      this.log.warn("grace period over: aborting running jobs and handing them back", { in_flight: this.running.size });
+      this.cancelAll();
+      await Promise.race([idle, sleep(cancelWaitMs)]);
+      if (!finished) this.log.error("handlers ignored their abort signal; exiting without them");
+    }
+    const ended = finished ? lastEnd : Date.now();
+    const flushEnd = Math.max(graceEnd, ended + flushMinMs);
+    await this.releaseQueued();
+    this.senderDeadline = flushEnd;
+    this.senderFinish = true;
+    this.wakeSender?.();
+  }
+}
+
+function notStarted(d: Delivery, cause: unknown): Result {
+  const now = new Date();
+  const r: Result = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "released", reason: "shutdown", error: "worker shut down", startedAt: now };
+  if (cause instanceof AttemptAborted && cause.kind === "canceled") {
+    return { ...r, outcome: "failed", reason: "canceled", error: "canceled before it started" };
+  }
+  if (cause instanceof AttemptAborted && cause.kind === "superseded") {
+    return { ...r, reason: "superseded", error: cause.message };
+  }
+  return r;
+}
+
+function positive(v: number | undefined, def: number): number {
+  return v !== undefined && v > 0 ? v : def;
+}
+
+function errText(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+}

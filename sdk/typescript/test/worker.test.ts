@@ -1,0 +1,465 @@
+// The worker's rules, checked by playing the coordinator's side of the wire
+// against a real redis-server: deliveries and cancels pushed onto the
+// worker's lists, results and heartbeats read from the streams.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { discardLogger, PermanentError, RawJSON, Worker, type Handler, type WorkerOptions } from "../dist/index.js";
+import { rawFields, int64Field, type RawFields } from "../dist/json.js";
+import { decodeDelivery, progressMessage } from "../dist/worker.js";
+import { RedisServer, waitFor, type TestRedisClient } from "./redis.js";
+
+let server: RedisServer;
+let rdb: TestRedisClient;
+
+before(async () => {
+  server = new RedisServer();
+  await server.start();
+  rdb = await server.client();
+});
+
+after(async () => {
+  rdb?.destroy();
+  await server?.close();
+});
+
+interface Sent {
+  id: string; // stream entry id
+  at: number; // its time (ms)
+  f: RawFields;
+  jobId: string;
+  token: string;
+  outcome: string;
+  reason?: string;
+  error?: string;
+  result?: string; // raw JSON
+  progress?: number;
+  message?: string;
+}
+
+let seq = 0;
+
+// Harness is one worker under test, with its own key prefix.
+class Harness {
+  readonly n = ++seq;
+  readonly prefix = `t${this.n}:`;
+  readonly id = `worker-${this.n}`;
+  readonly w: Worker;
+  private done?: Promise<void>;
+
+  constructor(opts: Partial<WorkerOptions> = {}) {
+    this.w = new Worker({
+      id: this.id,
+      redisUrl: server.url,
+      redisPrefix: this.prefix,
+      heartbeatIntervalMs: 100,
+      shutdownGraceMs: 500,
+      handleSignals: false,
+      logger: discardLogger,
+      ...opts,
+    });
+  }
+
+  handle(name: string, h: Handler): this {
+    this.w.handle(name, h);
+    return this;
+  }
+
+  start(): this {
+    this.done = this.w.run();
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.w.stop();
+    await this.done;
+  }
+
+  /** deliver pushes deliveries (job_id and lease_token as decimal text) as the coordinator does. */
+  async deliver(...ds: Array<{ jobId: string; token: string; name: string; payload?: string; attempt?: number; timeoutSeconds?: number }>): Promise<void> {
+    const texts = ds.map(
+      (d) =>
+        `{"job_id":${d.jobId},"name":${JSON.stringify(d.name)},"queue":"default","payload":${d.payload ?? "null"},` +
+        `"attempt":${d.attempt ?? 1},"max_retries":3${d.timeoutSeconds ? `,"timeout_seconds":${d.timeoutSeconds}` : ""},` +
+        `"lease_token":${d.token},"created_at":"2026-11-27T00:00:00Z"}`,
+    );
+    await rdb.sendCommand(["LPUSH", `${this.prefix}dts:worker:${this.id}:jobs`, ...texts]);
+  }
+
+  async cancel(jobId: string, token: string): Promise<void> {
+    await rdb.sendCommand(["LPUSH", `${this.prefix}dts:worker:${this.id}:control`, `{"op":"cancel","job_id":${jobId},"lease_token":${token}}`]);
+  }
+
+  async results(): Promise<Sent[]> {
+    const entries = (await rdb.sendCommand(["XRANGE", `${this.prefix}dts:results`, "-", "+"])) as Array<[string, string[]]>;
+    return entries.map(([id, kv]) => {
+      assert.equal(kv[0], "r");
+      const f = rawFields(kv[1]!);
+      const s: Sent = { id, at: Number(id.split("-")[0]), f, jobId: int64Field(f, "job_id"), token: int64Field(f, "lease_token"), outcome: JSON.parse(f.get("outcome")!) };
+      for (const k of ["reason", "error", "message"] as const) if (f.has(k)) s[k] = JSON.parse(f.get(k)!);
+      if (f.has("progress")) s.progress = JSON.parse(f.get("progress")!);
+      if (f.has("result")) s.result = f.get("result")!;
+      assert.equal(JSON.parse(f.get("worker_id")!), this.id);
+      return s;
+    });
+  }
+
+  /** outcomes are the results other than progress reports. */
+  async outcomes(): Promise<Sent[]> {
+    return (await this.results()).filter((r) => r.outcome !== "progress");
+  }
+
+  async waitOutcomes(n: number, what = `${n} outcomes`): Promise<Sent[]> {
+    return waitFor(what, async () => {
+      const rs = await this.outcomes();
+      return rs.length >= n ? rs : undefined;
+    });
+  }
+
+  /** heartbeats returns the heartbeats sent so far, each's raw text and decoded value. */
+  async heartbeats(): Promise<Array<{ text: string; hb: Record<string, unknown> }>> {
+    const entries = (await rdb.sendCommand(["XRANGE", `${this.prefix}dts:heartbeats`, "-", "+"])) as Array<[string, string[]]>;
+    return entries.map(([, kv]) => ({ text: kv[1]!, hb: JSON.parse(kv[1]!) as Record<string, unknown> }));
+  }
+}
+
+// gate is a promise a test resolves by hand.
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((r) => (open = r));
+  return { wait, open };
+}
+
+function untilAborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+}
+
+describe("worker", () => {
+  it("registers with a heartbeat that says what it runs", async () => {
+    const h = new Harness({ concurrency: 3, credential: "s3cret" }).handle("a", () => 1).handle("b", () => 2).start();
+    const [first] = await waitFor("a heartbeat", async () => {
+      const hbs = await h.heartbeats();
+      return hbs.length > 0 ? hbs : undefined;
+    });
+    const hb = first!.hb;
+    assert.equal(hb.worker_id, h.id);
+    assert.deepEqual((hb.job_types as string[]).sort(), ["a", "b"]);
+    assert.equal(hb.concurrency, 3);
+    assert.deepEqual(hb.in_flight, []);
+    assert.equal(hb.credential, "s3cret");
+    assert.equal(hb.codec, undefined, "a JSON-only worker announces codec 0 by leaving it out");
+    assert.equal(typeof hb.host, "string");
+    assert.match(String(hb.version), /^ts-/);
+    assert.ok(!Number.isNaN(Date.parse(String(hb.sent_at))));
+    await h.stop();
+    const last = (await h.heartbeats()).at(-1)!.hb;
+    assert.equal(last.stopped, true);
+    assert.equal(last.draining, true);
+  });
+
+  it("runs each lease once and reports one outcome per token", async () => {
+    let calls = 0;
+    const h = new Harness().handle("once", (job) => {
+      calls++;
+      return { job: job.id, attempt: job.attempt };
+    });
+    // The same lease delivered three times before the worker starts, and once after its result.
+    await h.deliver({ jobId: "7", token: "1001", name: "once" }, { jobId: "7", token: "1001", name: "once" }, { jobId: "7", token: "1001", name: "once" });
+    h.start();
+    const [r] = await h.waitOutcomes(1);
+    await h.deliver({ jobId: "7", token: "1001", name: "once" }, { jobId: "8", token: "1002", name: "once" });
+    await h.waitOutcomes(2);
+    await h.stop();
+    const rs = await h.outcomes();
+    assert.equal(calls, 2);
+    assert.deepEqual(rs.map((x) => [x.jobId, x.token, x.outcome]), [["7", "1001", "completed"], ["8", "1002", "completed"]]);
+    assert.deepEqual(JSON.parse(r!.result!), { job: "7", attempt: 1 });
+  });
+
+  it("keeps 63-bit lease tokens and 64-bit job ids exact", async () => {
+    const jobId = "9007199254740993"; // 2^53 + 1: JSON.parse makes it ...992
+    const token = "9223372036854775807"; // the largest int64
+    const seen = gate();
+    const release = gate();
+    const h = new Harness().handle("big", async (job) => {
+      seen.open();
+      await release.wait;
+      return new RawJSON(job.payloadText);
+    });
+    h.start();
+    await h.deliver({ jobId, token, name: "big", payload: `{"n":12345678901234567890123}` });
+    await seen.wait;
+    // The heartbeat names the lease with its exact digits.
+    await waitFor("a heartbeat naming the big lease", async () =>
+      (await h.heartbeats()).some((x) => x.text.includes(`{"job_id":${jobId},"lease_token":${token},"started":true`)),
+    );
+    await h.cancel(jobId, "9223372036854775806"); // a neighbouring token: not this lease
+    release.open();
+    const [r] = await h.waitOutcomes(1);
+    await h.stop();
+    assert.equal(r!.jobId, jobId);
+    assert.equal(r!.token, token);
+    assert.equal(r!.outcome, "completed");
+    assert.equal(r!.result, `{"n":12345678901234567890123}`);
+  });
+
+  it("supersedes an older lease of the same job by a newer one", async () => {
+    const started = gate();
+    const h = new Harness({ concurrency: 2 }).handle("long", async (job, { signal }) => {
+      if (job.attempt === 1) {
+        started.open();
+        await untilAborted(signal);
+      }
+      return "second";
+    });
+    h.start();
+    await h.deliver({ jobId: "5", token: "111", name: "long", attempt: 1 });
+    await started.wait;
+    await h.deliver({ jobId: "5", token: "222", name: "long", attempt: 2 });
+    const rs = await h.waitOutcomes(2);
+    // A late copy of the old lease is not run again.
+    await h.deliver({ jobId: "5", token: "111", name: "long", attempt: 1 });
+    await h.stop();
+    const byToken = new Map((await h.outcomes()).map((x) => [x.token, x]));
+    assert.equal(byToken.size, 2, JSON.stringify(rs));
+    assert.equal(byToken.get("111")!.outcome, "released");
+    assert.equal(byToken.get("111")!.reason, "superseded");
+    assert.equal(byToken.get("222")!.outcome, "completed");
+  });
+
+  it("cancels a lease whose cancel arrived before its delivery", async () => {
+    let calls = 0;
+    const h = new Harness().handle("c", () => {
+      calls++;
+      return null;
+    });
+    await h.cancel("9", "333");
+    await h.deliver({ jobId: "9", token: "333", name: "c" });
+    h.start();
+    const [r] = await h.waitOutcomes(1);
+    await h.stop();
+    assert.equal(calls, 0);
+    assert.equal(r!.outcome, "failed");
+    assert.equal(r!.reason, "canceled");
+    assert.equal(r!.token, "333");
+  });
+
+  it("aborts a running attempt on cancel", async () => {
+    const started = gate();
+    const h = new Harness().handle("c", async (_job, { signal }) => {
+      started.open();
+      await untilAborted(signal);
+    });
+    h.start();
+    await h.deliver({ jobId: "10", token: "444", name: "c" });
+    await started.wait;
+    await h.cancel("10", "0"); // no token: the job's newest lease here
+    const [r] = await h.waitOutcomes(1);
+    await h.stop();
+    assert.deepEqual([r!.outcome, r!.reason, r!.error], ["failed", "canceled", "canceled"]);
+  });
+
+  it("fails a handler past its time limit, counted from its start", async () => {
+    // One slot: the second job waits 1.2 s for it, longer than its 1 s
+    // limit, and still succeeds in its 0.2 s run.
+    const h = new Harness({ concurrency: 1 }).handle("t", async (job, { signal }) => {
+      const ms = (job.payload as { ms: number }).ms;
+      await Promise.race([new Promise((r) => setTimeout(r, ms)), untilAborted(signal)]);
+      return "ok";
+    });
+    h.start();
+    await h.deliver(
+      { jobId: "11", token: "501", name: "t", payload: `{"ms":1200}`, timeoutSeconds: 5 },
+      { jobId: "12", token: "502", name: "t", payload: `{"ms":200}`, timeoutSeconds: 1 },
+      { jobId: "13", token: "503", name: "t", payload: `{"ms":5000}`, timeoutSeconds: 1 },
+    );
+    const rs = await h.waitOutcomes(3);
+    await h.stop();
+    const by = new Map(rs.map((x) => [x.jobId, x]));
+    assert.equal(by.get("11")!.outcome, "completed");
+    assert.equal(by.get("12")!.outcome, "completed");
+    assert.deepEqual([by.get("13")!.outcome, by.get("13")!.reason, by.get("13")!.error], ["failed", "timeout", "timed out after 1s"]);
+  });
+
+  it("reports errors, permanent errors and results", async () => {
+    const h = new Harness()
+      .handle("err", () => {
+        throw new Error("boom");
+      })
+      .handle("perm", async () => {
+        throw new PermanentError("no use retrying");
+      })
+      .handle("bigint", () => 1n)
+      .start();
+    await h.deliver({ jobId: "21", token: "601", name: "err" }, { jobId: "22", token: "602", name: "perm" }, { jobId: "23", token: "603", name: "bigint" }, { jobId: "24", token: "604", name: "nobody" });
+    const rs = await h.waitOutcomes(4);
+    await h.stop();
+    const by = new Map(rs.map((x) => [x.jobId, [x.outcome, x.reason, x.error]]));
+    assert.deepEqual(by.get("21"), ["failed", "error", "boom"]);
+    assert.deepEqual(by.get("22"), ["failed", "permanent", "no use retrying"]);
+    assert.equal(by.get("23")![1], "permanent");
+    assert.deepEqual(by.get("24"), ["failed", "permanent", 'no handler for job type "nobody"']);
+  });
+
+  it("sends progress at most once a second per attempt, the latest winning, ahead of the result", async () => {
+    const h = new Harness().handle("p", async (job) => {
+      const end = Date.now() + 2300;
+      let pct = 0;
+      while (Date.now() < end) {
+        job.progress(Math.min(pct++, 99), `step\u0007 ${pct}`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      job.progress(99, "last");
+      return "done";
+    });
+    h.start();
+    await h.deliver({ jobId: "31", token: "701", name: "p" });
+    await h.waitOutcomes(1);
+    await h.stop();
+    const rs = await h.results();
+    const progress = rs.filter((x) => x.outcome === "progress");
+    assert.equal(rs.at(-1)!.outcome, "completed");
+    assert.ok(progress.length >= 2 && progress.length <= 4, `${progress.length} progress reports in 2.3 s`);
+    for (let i = 1; i < progress.length - 1; i++) {
+      // Stream ids are Redis's clock; the last report goes with the result, unthrottled.
+      assert.ok(progress[i]!.at - progress[i - 1]!.at >= 950, `reports ${i - 1} and ${i} ${progress[i]!.at - progress[i - 1]!.at} ms apart`);
+    }
+    assert.deepEqual([progress.at(-1)!.progress, progress.at(-1)!.message], [99, "last"]);
+    assert.ok(!progress.some((p) => p.message?.includes("\u0007")), "control characters are dropped");
+  });
+
+  it("drains on stop: hands back what has not started, aborts the rest after the grace period", async () => {
+    const started = gate();
+    const h = new Harness({ concurrency: 1, shutdownGraceMs: 300 }).handle("s", async (job, { signal }) => {
+      started.open();
+      await untilAborted(signal);
+    });
+    h.start();
+    await h.deliver({ jobId: "41", token: "801", name: "s" }, { jobId: "42", token: "802", name: "s" });
+    await started.wait;
+    // 42 was popped and waits for the one slot; 43 stays on the list.
+    await waitFor("the waiting lease in a heartbeat", async () =>
+      (await h.heartbeats()).some((x) => x.text.includes(`"lease_token":802,"waiting":true`)),
+    );
+    await h.deliver({ jobId: "43", token: "803", name: "s" });
+    const t0 = Date.now();
+    await h.stop();
+    assert.ok(Date.now() - t0 >= 300, "the running handler gets the grace period");
+    const by = new Map((await h.outcomes()).map((x) => [x.jobId, [x.outcome, x.reason]]));
+    assert.deepEqual(by.get("41"), ["released", "shutdown"]);
+    assert.deepEqual(by.get("42"), ["released", "shutdown"]);
+    assert.deepEqual(by.get("43"), ["released", "shutdown"]);
+    const hbs = (await h.heartbeats()).map((x) => x.hb);
+    const firstDraining = hbs.findIndex((x) => x.draining === true);
+    assert.ok(firstDraining >= 0);
+    assert.equal(hbs.at(-1)!.stopped, true);
+    assert.ok(hbs.slice(0, -1).every((x) => x.stopped === undefined));
+    assert.equal(await rdb.sendCommand(["LLEN", `${h.prefix}dts:worker:${h.id}:jobs`]), 0);
+  });
+
+  it("lets handlers finish within the grace period", async () => {
+    const started = gate();
+    const h = new Harness({ shutdownGraceMs: 5000 }).handle("s", async () => {
+      started.open();
+      await new Promise((r) => setTimeout(r, 300));
+      return "finished";
+    });
+    h.start();
+    await h.deliver({ jobId: "51", token: "901", name: "s" });
+    await started.wait;
+    await h.stop();
+    const [r] = await h.outcomes();
+    assert.equal(r!.outcome, "completed");
+  });
+
+  it("needs no Redis command beyond the worker ACL of docs/security.md", async () => {
+    const n = seq + 1; // the Harness below takes this number
+    const user = `dts-worker-${n}`;
+    const p = `t${n}:`;
+    await rdb.sendCommand([
+      "ACL", "SETUSER", user, "on", ">worker-pw", "resetkeys", "resetchannels",
+      `~${p}dts:worker:worker-${n}:jobs`, `~${p}dts:worker:worker-${n}:control`, `~${p}dts:heartbeats`, `~${p}dts:results`,
+      "-@all", "+ping", "+hello", "+auth", "+select", "+lmpop", "+blmpop", "+xadd",
+    ]);
+    await rdb.sendCommand(["ACL", "LOG", "RESET"]);
+    const started = gate();
+    const h = new Harness({ redisUrl: `redis://${user}:worker-pw@127.0.0.1:${server.port}` })
+      .handle("a", async (job, { signal }) => {
+        if (job.id === "71") {
+          started.open();
+          await untilAborted(signal);
+        }
+        job.progress(10, "ten");
+        return "ok";
+      });
+    assert.equal(h.prefix, p);
+    h.start();
+    await h.deliver({ jobId: "71", token: "1071", name: "a" }, { jobId: "72", token: "1072", name: "a" });
+    await started.wait;
+    await h.cancel("71", "1071");
+    await h.waitOutcomes(2);
+    await h.deliver({ jobId: "73", token: "1073", name: "a" });
+    await h.stop();
+    assert.equal((await h.outcomes()).length, 3);
+    const log = (await rdb.sendCommand(["ACL", "LOG"])) as unknown[];
+    assert.deepEqual(log, [], "Redis denied commands: " + JSON.stringify(log));
+  });
+
+  it("carries on after a Redis restart", async () => {
+    // Its own server: the restart must not disturb the other tests.
+    const own = new RedisServer();
+    await own.start();
+    const saved = server;
+    server = own;
+    const c = await own.client();
+    const savedClient = rdb;
+    rdb = c;
+    try {
+      const h = new Harness().handle("r", (job) => job.id).start();
+      await h.deliver({ jobId: "61", token: "1061", name: "r" });
+      await h.waitOutcomes(1);
+      await own.stop();
+      await new Promise((r) => setTimeout(r, 300));
+      await own.start();
+      await h.deliver({ jobId: "62", token: "1062", name: "r" });
+      const [r] = await h.waitOutcomes(1, "the result of a job delivered after the restart");
+      assert.deepEqual([r!.jobId, r!.outcome, r!.result], ["62", "completed", `"62"`]);
+      await waitFor("a heartbeat after the restart", async () => (await h.heartbeats()).length > 0);
+      await h.stop();
+    } finally {
+      server = saved;
+      rdb = savedClient;
+      c.destroy();
+      await own.close();
+    }
+  });
+});
+
+describe("wire decoding", () => {
+  it("takes the top-level lease_token, not one in the payload", () => {
+    const d = decodeDelivery(
+      `{"job_id":1,"name":"n","payload":{"lease_token":5,"s":"\\"lease_token\\":6 } ]"},"attempt":2,"max_retries":3,"lease_token":9223372036854775000,"created_at":"x"}`,
+    );
+    assert.equal(d.token, "9223372036854775000");
+    assert.equal(d.jobId, "1");
+    assert.equal(d.attempt, 2);
+    assert.deepEqual(d.payload, { lease_token: 5, s: '"lease_token":6 } ]' });
+  });
+
+  it("refuses deliveries without a job, token or name, or with a token that is not an integer", () => {
+    assert.throws(() => decodeDelivery(`{"job_id":1,"name":"n","payload":null}`));
+    assert.throws(() => decodeDelivery(`{"job_id":1,"lease_token":1.5,"name":"n"}`));
+    assert.throws(() => decodeDelivery(`{"job_id":1,"lease_token":99999999999999999999,"name":"n"}`));
+    assert.throws(() => decodeDelivery(`{"job_id":1,"lease_token":2,"name":""}`));
+    assert.throws(() => decodeDelivery(`[1]`));
+    assert.throws(() => decodeDelivery(`{"job_id":1,"lease_token":2,"name":"n"} x`));
+  });
+
+  it("cleans progress messages", () => {
+    assert.equal(progressMessage("a\nb\u0085c\ud800d"), "abcd");
+    assert.equal([...progressMessage("é".repeat(300))].length, 200);
+  });
+});
