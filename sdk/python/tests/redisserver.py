@@ -19,7 +19,7 @@ class RedisServer:
             raise RuntimeError("redis-server is not on PATH (Debian package redis-server)")
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="dtsched-redis-")
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
@@ -55,7 +55,7 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

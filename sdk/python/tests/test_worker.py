@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ sys.path.insert(0, HERE)
 
 import dtsched.worker  # noqa: E402
 from dtsched import Job, Permanent, Worker  # noqa: E402
-from redisserver import RedisServer  # noqa: E402
+from redisserver import RedisServer, free_port  # noqa: E402
 
 # A worker notices stop() within one receive wait: keep the tests' short.
 dtsched.worker._RECEIVE_BLOCK = 0.1
@@ -356,6 +357,37 @@ class ProcessTest(unittest.TestCase):
         r = self.c.outcome(13)
         self.assertEqual(r["result"], {"text": "héllo 世界 🎉", "runes": 10})
         self.assertIsNone(self.proc.poll())
+
+
+@unittest.skipIf(shutil.which("redis-sentinel") is None, "redis-sentinel is not on PATH (Debian package redis-sentinel)")
+class SentinelTest(unittest.TestCase):
+    """The worker finds the master through a sentinel (with its own password)."""
+
+    def test_through_sentinel(self) -> None:
+        port = free_port()
+        conf = os.path.join(server.dir, f"sentinel-{port}.conf")
+        with open(conf, "w") as f:
+            f.write(f"port {port}\nbind 127.0.0.1\nrequirepass spw\n"
+                    f"sentinel monitor m 127.0.0.1 {server.port} 1\n")
+        sentinel = subprocess.Popen([shutil.which("redis-sentinel") or "", conf], stdout=subprocess.DEVNULL)
+        self.addCleanup(sentinel.wait)
+        self.addCleanup(sentinel.kill)
+        prefix = f"{self.id()}:"
+        # The URL's host is not dialled with Sentinel: only its database counts.
+        w = Worker(id="py-sentinel", redis_url="redis://unused.invalid:1/0", redis_prefix=prefix,
+                   sentinel_addrs=[f"127.0.0.1:{port}"], sentinel_master="m", sentinel_password="spw",
+                   heartbeat_interval=0.1)
+        w.handle("echo", lambda job: job.payload)
+        th = threading.Thread(target=w.run, kwargs={"install_signals": False}, daemon=True)
+        c = Coordinator(server.url, prefix, "py-sentinel")
+        self.addCleanup(c.r.close)
+        th.start()
+        try:
+            c.deliver(1, 31, "echo", "via sentinel")
+            self.assertEqual(c.outcome(31)["result"], "via sentinel")
+        finally:
+            w.stop()
+            th.join(10)
 
 
 if __name__ == "__main__":
