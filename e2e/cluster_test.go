@@ -24,8 +24,9 @@ import (
 	"github.com/dtsched/dts/internal/redistest"
 )
 
-// binDir holds the three binaries and sdkworker (a user's worker written
-// with the Go library), built once per test binary.
+// binDir holds the three binaries, sdkworker (a user's worker written
+// with the Go library) and conformanceworker (the Go SDK's conformance
+// worker), built once per test binary.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		binDir = dir
-		for _, pkg := range []string{"submitter/cmd/submitter", "coordinator/cmd/coordinator", "worker/cmd/worker", "e2e/cmd/sdkworker"} {
+		for _, pkg := range []string{"submitter/cmd/submitter", "coordinator/cmd/coordinator", "worker/cmd/worker", "e2e/cmd/sdkworker", "e2e/cmd/conformanceworker"} {
 			cmd := exec.Command("go", "build", "-race", "-o", dir+"/", "github.com/dtsched/dts/"+pkg)
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
