@@ -20,6 +20,7 @@ import redis
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
+SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "docs", "protocol")
 sys.path.insert(0, SRC)
 sys.path.insert(0, HERE)
 
@@ -180,6 +181,7 @@ class WorkerTest(WorkerCase):
         self.assertEqual(hb["in_flight"], [])
         self.assertEqual(hb["credential"], "secret")
         self.assertNotIn("codec", hb)  # JSON
+        self.assertEqual(hb["protocol"], 1)
         self.assertTrue(hb["host"] and hb["version"].startswith("dtsched-python/"))
         self.assertTrue(hb["sent_at"].endswith("Z"))
 
@@ -199,6 +201,31 @@ class WorkerTest(WorkerCase):
         r = self.c.outcome(104)
         self.assertEqual((r["outcome"], r["reason"]), ("failed", "permanent"))
         self.assertIn("no handler", r["error"])
+
+    @unittest.skipUnless(os.path.isdir(SCHEMAS), "no docs/protocol beside the SDK (a copy outside the repository)")
+    def test_messages_match_schemas(self) -> None:
+        """Every field sent is in docs/protocol's schema, and every required one is sent."""
+        self.c.deliver(15, 115, "chatty", {"ms": 10})
+        self.c.deliver(16, 116, "fail")
+        self.c.deliver(17, 117, "stubborn")
+        self.c.started(117)
+        self.c.outcome(115)
+        self.c.outcome(116)
+        self.release.set()
+        self.c.outcome(117)
+        for name, msgs in (("result", self.c.results), ("heartbeat", self.c.heartbeats)):
+            with open(os.path.join(SCHEMAS, f"{name}.schema.json")) as f:
+                schema = json.load(f)
+            fields, required = set(schema["properties"]), set(schema["required"])
+            for m in msgs:
+                self.assertLessEqual(set(m), fields, m)
+                self.assertLessEqual(required, set(m), m)
+                if name == "heartbeat":
+                    held = set(schema["$defs"]["in_flight"]["properties"])
+                    for f in m["in_flight"]:
+                        self.assertLessEqual(set(f), held, f)
+        self.assertIn("progress", {r["outcome"] for r in self.c.results})
+        self.assertTrue(any(hb["in_flight"] for hb in self.c.heartbeats))
 
     def test_runs_once_per_token(self) -> None:
         for _ in range(3):

@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+# The worker protocol version this SDK speaks (docs/protocol.md), announced
+# in every heartbeat.
+PROTOCOL_VERSION = 1
+
 # Result outcomes and failure reasons.
 COMPLETED = "completed"
 FAILED = "failed"

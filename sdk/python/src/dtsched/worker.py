@@ -464,7 +464,10 @@ class Worker:
                     self._stop.wait(0.2)
                 continue
             if reply:
-                self._handle_inbox(reply, release=False)
+                try:
+                    self._handle_inbox(reply, release=False)
+                except Exception:  # a bug here must not stop the worker without its drain
+                    self.log.exception("handling received messages failed")
 
     def _release_queued(self, deadline: float) -> None:
         """Hands back deliveries that arrived but were not started."""
@@ -816,7 +819,8 @@ class Worker:
 
     def _heartbeat(self, stopped: bool) -> None:
         hb: dict[str, Any] = {"worker_id": self.id, "job_types": self.job_types(), "concurrency": self.concurrency,
-                              "in_flight": [], "host": _HOST, "version": f"dtsched-python/{VERSION}"}
+                              "in_flight": [], "protocol": _wire.PROTOCOL_VERSION, "host": _HOST,
+                              "version": f"dtsched-python/{VERSION}"}
         if self.prefetch:
             hb["prefetch"] = self.prefetch
         if self.queues is not None:
