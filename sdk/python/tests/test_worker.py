@@ -5,6 +5,7 @@ lists, results and heartbeats read from the streams."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -384,6 +385,51 @@ class ProcessTest(unittest.TestCase):
         r = self.c.outcome(13)
         self.assertEqual(r["result"], {"text": "héllo 世界 🎉", "runes": 10})
         self.assertIsNone(self.proc.poll())
+
+
+class ACLTest(unittest.TestCase):
+    """The worker needs no Redis command beyond the worker ACL of docs/security.md."""
+
+    def test_worker_acl_is_enough(self) -> None:
+        prefix = f"{self.id()}:"
+        admin = redis.Redis.from_url(server.url)
+        self.addCleanup(admin.close)
+        admin.execute_command(
+            "ACL", "SETUSER", "dts-worker-py", "on", ">pw", "resetkeys", "resetchannels",
+            f"~{prefix}dts:worker:py-acl:jobs", f"~{prefix}dts:worker:py-acl:control", f"~{prefix}dts:heartbeats",
+            f"~{prefix}dts:results", "-@all", "+ping", "+hello", "+auth", "+select", "+lmpop", "+blmpop", "+xadd")
+        self.addCleanup(admin.execute_command, "ACL", "DELUSER", "dts-worker-py")
+        errors: list[str] = []
+
+        class Collect(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.levelno >= logging.WARNING:
+                    errors.append(record.getMessage())
+
+        log = logging.getLogger(f"dtsched.test.{self.id()}")
+        log.addHandler(Collect())
+        log.propagate = False
+        w = Worker(id="py-acl", redis_url=f"redis://dts-worker-py:pw@127.0.0.1:{server.port}/0", redis_prefix=prefix,
+                   heartbeat_interval=0.1, shutdown_grace=0.2, logger=log)
+        w.handle("echo", lambda job: job.payload)
+        w.handle("sleep", lambda job: job.sleep(10))
+        th = threading.Thread(target=w.run, kwargs={"install_signals": False}, daemon=True)
+        c = Coordinator(server.url, prefix, "py-acl")
+        self.addCleanup(c.r.close)
+        th.start()
+        c.deliver(1, 41, "echo", "allowed")
+        c.deliver(2, 42, "sleep")
+        c.started(42)
+        self.assertEqual(c.outcome(41)["result"], "allowed")
+        c.cancel(2, 42)
+        self.assertEqual(c.outcome(42)["reason"], "canceled")
+        c.deliver(3, 43, "sleep")
+        c.started(43)
+        w.stop()
+        th.join(10)
+        self.assertEqual(c.outcome(43)["outcome"], "released")
+        c.wait("the stopped heartbeat", lambda: bool(c.heartbeats[-1].get("stopped")))
+        self.assertEqual([e for e in errors if "grace period over" not in e], [])
 
 
 @unittest.skipIf(shutil.which("redis-sentinel") is None, "redis-sentinel is not on PATH (Debian package redis-sentinel)")
