@@ -102,27 +102,31 @@ class Job:
 
     async def until_cancelled(self) -> None:
         """Returns once the attempt is cancelled."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        with self._lock:
-            if self._event.is_set():
-                return
-            self._waiters.append((loop, fut))
-        try:
-            await fut
-        finally:
-            with self._lock:
-                if (loop, fut) in self._waiters:
-                    self._waiters.remove((loop, fut))
+        await self._wait(None)
 
     async def asleep(self, seconds: float) -> None:
         """Sleeps, but raises Cancelled as soon as the attempt is cancelled."""
-        self.check()
+        if await self._wait(max(0.0, seconds)):
+            raise Cancelled(self._reason or "cancelled")
+
+    async def _wait(self, timeout: float | None) -> bool:
+        """Waits for the cancel up to timeout seconds (None: for ever); True if it came."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, fut)
+        with self._lock:
+            if self._event.is_set():
+                return True
+            self._waiters.append(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(self.until_cancelled()), timeout=max(0.0, seconds))
-        except asyncio.TimeoutError:
-            return
-        raise Cancelled(self._reason or "cancelled")
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def _cancel(self, reason: str) -> None:
         with self._lock:
