@@ -7,6 +7,9 @@ import { type Logger, stderrLogger } from "./log.js";
 /** The SDK's version, sent in heartbeats for operators. */
 export const VERSION = "ts-0.1.0";
 
+/** The worker protocol version this SDK speaks (docs/protocol.md), announced in every heartbeat. */
+export const PROTOCOL_VERSION = 1;
+
 // Defaults of WorkerOptions.
 export const DEFAULT_CONCURRENCY = 8;
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 1000;
@@ -195,9 +198,12 @@ function encodeResultMessage(r: Result, workerId: string): string {
   if (r.reason) s += `,"reason":${JSON.stringify(r.reason)}`;
   if (r.progress) s += `,"progress":${r.progress}`;
   if (r.message) s += `,"message":${JSON.stringify(r.message)}`;
-  const finished = r.finishedAt ?? r.startedAt;
-  return s + `,"started_at":"${r.startedAt.toISOString()}","finished_at":"${finished.toISOString()}"}`;
+  // A progress report ends nothing: its finished_at is the zero time, as the Go worker's.
+  const finished = r.outcome === "progress" ? zeroTime : (r.finishedAt ?? r.startedAt).toISOString();
+  return s + `,"started_at":"${r.startedAt.toISOString()}","finished_at":"${finished}"}`;
 }
+
+const zeroTime = "0001-01-01T00:00:00Z";
 
 /** progressMessage drops control characters and lone surrogates and keeps at most 200 code points. */
 export function progressMessage(msg: string): string {
@@ -788,6 +794,7 @@ export class Worker {
     if (this.draining) rest.draining = true;
     if (stopped) rest.stopped = true;
     if (this.opts.credential) rest.credential = this.opts.credential;
+    rest.protocol = PROTOCOL_VERSION; // codec is left out: JSON (0) is all this SDK reads
     rest.sent_at = new Date(now).toISOString();
     rest.host = host;
     rest.version = VERSION;

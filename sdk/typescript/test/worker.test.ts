@@ -8,6 +8,7 @@ import { discardLogger, PermanentError, RawJSON, Worker, type Handler, type Work
 import { rawFields, int64Field, type RawFields } from "../dist/json.js";
 import { decodeDelivery, progressMessage } from "../dist/worker.js";
 import { RedisServer, waitFor, type TestRedisClient } from "./redis.js";
+import { checkMessage } from "./schema.js";
 
 // The server the tests share, each with its own key prefix and worker id.
 const shared = { server: new RedisServer(), rdb: undefined as unknown as TestRedisClient };
@@ -88,17 +89,21 @@ class Harness {
         `"attempt":${d.attempt ?? 1},"max_retries":3${d.timeoutSeconds ? `,"timeout_seconds":${d.timeoutSeconds}` : ""},` +
         `"lease_token":${d.token},"created_at":"2026-11-27T00:00:00Z"}`,
     );
+    for (const t of texts) checkMessage("delivery", t);
     await this.rdb.sendCommand(["LPUSH", `${this.prefix}dts:worker:${this.id}:jobs`, ...texts]);
   }
 
   async cancel(jobId: string, token: string): Promise<void> {
-    await this.rdb.sendCommand(["LPUSH", `${this.prefix}dts:worker:${this.id}:control`, `{"op":"cancel","job_id":${jobId},"lease_token":${token}}`]);
+    const text = `{"op":"cancel","job_id":${jobId},"lease_token":${token}}`;
+    checkMessage("control", text);
+    await this.rdb.sendCommand(["LPUSH", `${this.prefix}dts:worker:${this.id}:control`, text]);
   }
 
   async results(): Promise<Sent[]> {
     const entries = (await this.rdb.sendCommand(["XRANGE", `${this.prefix}dts:results`, "-", "+"])) as Array<[string, string[]]>;
     return entries.map(([id, kv]) => {
       assert.equal(kv[0], "r");
+      checkMessage("result", kv[1]!); // every result any test reads is checked against the spec
       const f = rawFields(kv[1]!);
       const s: Sent = { id, at: Number(id.split("-")[0]), f, jobId: int64Field(f, "job_id"), token: int64Field(f, "lease_token"), outcome: JSON.parse(f.get("outcome")!) };
       for (const k of ["reason", "error", "message"] as const) if (f.has(k)) s[k] = JSON.parse(f.get(k)!);
@@ -124,7 +129,11 @@ class Harness {
   /** heartbeats returns the heartbeats sent so far, each's raw text and decoded value. */
   async heartbeats(): Promise<Array<{ text: string; hb: Record<string, unknown> }>> {
     const entries = (await this.rdb.sendCommand(["XRANGE", `${this.prefix}dts:heartbeats`, "-", "+"])) as Array<[string, string[]]>;
-    return entries.map(([, kv]) => ({ text: kv[1]!, hb: JSON.parse(kv[1]!) as Record<string, unknown> }));
+    return entries.map(([, kv]) => {
+      assert.equal(kv[0], "h");
+      checkMessage("heartbeat", kv[1]!); // and every heartbeat
+      return { text: kv[1]!, hb: JSON.parse(kv[1]!) as Record<string, unknown> };
+    });
   }
 }
 
@@ -157,6 +166,7 @@ describe("worker", { concurrency: true }, () => {
     assert.deepEqual(hb.in_flight, []);
     assert.equal(hb.credential, "s3cret");
     assert.equal(hb.codec, undefined, "a JSON-only worker announces codec 0 by leaving it out");
+    assert.equal(hb.protocol, 1);
     assert.equal(typeof hb.host, "string");
     assert.match(String(hb.version), /^ts-/);
     assert.ok(!Number.isNaN(Date.parse(String(hb.sent_at))));
@@ -459,6 +469,13 @@ describe("wire decoding", () => {
     assert.throws(() => decodeDelivery(`{"job_id":1,"lease_token":2,"name":""}`));
     assert.throws(() => decodeDelivery(`[1]`));
     assert.throws(() => decodeDelivery(`{"job_id":1,"lease_token":2,"name":"n"} x`));
+  });
+
+  it("checks messages against docs/protocol's schemas", () => {
+    checkMessage("control", `{"op":"cancel","job_id":1,"lease_token":0}`);
+    assert.throws(() => checkMessage("control", `{"op":"pause","job_id":1,"lease_token":0}`), /not in/);
+    assert.throws(() => checkMessage("result", `{"job_id":1,"lease_token":2,"worker_id":"w","attempt":1,"outcome":"done","started_at":"x","finished_at":"2026-01-01T00:00:00Z"}`), /outcome.*started_at/s);
+    assert.throws(() => checkMessage("heartbeat", `{"worker_id":"w","job_types":[],"concurrency":1,"in_flight":[{"job_id":1}],"sent_at":"2026-01-01T00:00:00Z"}`), /lease_token is missing/);
   });
 
   it("cleans progress messages", () => {
