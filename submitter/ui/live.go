@@ -129,6 +129,7 @@ type refresher struct {
 	now      func() time.Time
 
 	reads atomic.Int64 // store calls made, for tests and nothing else
+	idles atomic.Int64 // times the loop went idle, for tests and nothing else
 
 	mu       sync.Mutex
 	last     overview // zero At: never read
@@ -315,6 +316,7 @@ func (r *refresher) run() {
 		r.warm = false
 		r.mu.Unlock()
 		if idle {
+			r.idles.Add(1)
 			select {
 			case <-r.stop:
 				return

@@ -418,8 +418,10 @@ func TestWarmFirstOverview(t *testing.T) {
 	t.Run("nobody looks", func(t *testing.T) {
 		t.Parallel()
 		const interval = 20 * time.Millisecond
-		_, f := warm(t, interval)
-		time.Sleep(25 * interval) // a viewer would have had a read every interval
+		c, f := warm(t, interval)
+		// Idle, the loop reads again only when someone looks; a viewer
+		// would have had a read every interval.
+		testwait.For(t, 5*time.Second, "the refresher to go idle", func() bool { return c.snap.idles.Load() > 0 })
 		if n := f.stats.Load(); n != 1 {
 			t.Errorf("Warm made %d reads with nobody looking, want 1", n)
 		}
