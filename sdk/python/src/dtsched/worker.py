@@ -59,7 +59,10 @@ DEFAULT_SHUTDOWN_GRACE = 30.0
 _REDIS_TIMEOUT = 5.0  # one command
 _CANCEL_WAIT = 5.0  # for handlers to return once the grace period has ended
 _FLUSH_MIN = 1.0  # the least time results get after the last attempt ended
-_RECEIVE_BLOCK = 1  # seconds one BLMPOP waits
+# Seconds one BLMPOP waits. A blocked read cannot be interrupted (the worker's
+# Redis user may not run CLIENT UNBLOCK), so this bounds how long SIGTERM
+# waits before the drain starts; an idle worker polls four times a second.
+_RECEIVE_BLOCK = 0.25
 
 # Bounds the lease tokens remembered beyond those held: tokens delivered
 # lately and tokens cancelled before their delivery.
