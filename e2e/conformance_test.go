@@ -115,6 +115,10 @@ type confEnv struct {
 	keys        queue.Keys
 	worker      string // the id of the worker the checks submit to
 	credentials map[string]string
+
+	// State the isolated checks hand on, in order.
+	drained []string // jobs the drained worker handed back
+	iso     *proc    // the worker the later checks run on
 }
 
 // startConfShared starts the shared cluster: coordinator and submitter,
@@ -279,14 +283,6 @@ func confWait(t *testing.T, within time.Duration, cond func() error) error {
 		pause = min(2*pause, 25*time.Millisecond)
 	}
 }
-
-// The checks on the shared cluster.
-var confSharedChecks = []confCheck{
-	{"joins_by_heartbeat", checkJoin},
-}
-
-// The checks on the isolated cluster, in order.
-var confIsolatedChecks = []confCheck{}
 
 // checkJoin: the worker shows in GET /workers with the contract's job
 // types and concurrency, and its heartbeats are JSON with the fields the
