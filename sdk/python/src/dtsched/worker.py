@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar, Union, cast
 from urllib.parse import unquote, urlparse
 
 import redis
@@ -653,7 +653,7 @@ class Worker:
         if cancel_now and a.task is not None:
             a.task.cancel()
         try:
-            res, err = await a.handler(a.job), None
+            res, err = await cast(AsyncHandler, a.handler)(a.job), None
         except BaseException as e:  # noqa: BLE001 - CancelledError too: the cause decides the outcome
             res, err = None, e
         self._finish(a, res, err)
