@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // PostgreSQL fails over under load: a primary with a synchronous standby,
@@ -99,7 +100,14 @@ func runPGFailover(t *testing.T, opt pgtest.PairOptions, fault func(*pgtest.Pair
 	fault(p)
 	faulted := time.Now()
 	t.Logf("replication (synchronous: %v) replay lag under load: up to %v", sync, lag)
-	time.Sleep(time.Second) // the HA manager's detection time
+	// As an HA manager does, promote once a probe of the primary fails (a
+	// second to answer).
+	testwait.For(t, 10*time.Second, "a probe of the primary to fail", func() bool {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		var one int
+		return p.Primary.Query(pctx, "postgres", "SELECT 1", &one) != nil
+	})
 	if err := p.Standby.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -71,14 +71,15 @@ func waitRunning(c *cluster, ids []string, workers ...*proc) {
 }
 
 // leasesExpiredAt is the query for whether every one of the jobs ($1)
-// has a lease deadline in the past by PostgreSQL's clock, the one leases
-// are judged by.
-const leasesExpiredAt = `SELECT bool_and(lease_expires_at < clock_timestamp()) FROM jobs WHERE id = ANY($1::bigint[])`
+// has had a lease deadline in the past for $2 seconds by PostgreSQL's
+// clock, the one leases are judged by.
+const leasesExpiredAt = `SELECT bool_and(lease_expires_at < clock_timestamp() - $2 * interval '1 second')
+	FROM jobs WHERE id = ANY($1::bigint[])`
 
-// waitLeasesExpire waits until every lease of ids has run out by
+// waitLeasesExpire waits until every lease of ids has been out for by, by
 // PostgreSQL's clock: a stall that lasts until then is longer than the
 // lease and than the workers' heartbeat deadline.
-func waitLeasesExpire(c *cluster, ids []string) {
+func waitLeasesExpire(c *cluster, ids []string, by time.Duration) {
 	c.t.Helper()
 	ctx := ctxT(c.t, time.Minute)
 	conn, err := pgx.Connect(ctx, c.dbURL)
@@ -86,9 +87,9 @@ func waitLeasesExpire(c *cluster, ids []string) {
 		c.t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	c.eventually(20*time.Second, "every lease to run out", func() bool {
+	c.eventually(30*time.Second, fmt.Sprintf("every lease to be out for %v", by), func() bool {
 		var expired bool
-		if err := conn.QueryRow(ctx, leasesExpiredAt, jobIDs(c.t, ids)).Scan(&expired); err != nil {
+		if err := conn.QueryRow(ctx, leasesExpiredAt, jobIDs(c.t, ids), by.Seconds()).Scan(&expired); err != nil {
 			c.t.Fatal(err)
 		}
 		return expired
@@ -109,8 +110,8 @@ func jobIDs(t *testing.T, ids []string) []int64 {
 	return out
 }
 
-// TestLeaderPausedJobsComplete: the leader is stopped (SIGSTOP) for 5 s
-// while six 8 s jobs without retries run on live workers. Every job
+// TestLeaderPausedJobsComplete: the leader is stopped (SIGSTOP) until its
+// leases have been out for 1 s (about 5 s) while six 8 s jobs without retries run on live workers. Every job
 // completes: the leader times heartbeats by their arrival in Redis and
 // judges nobody until it has caught up.
 func TestLeaderPausedJobsComplete(t *testing.T) {
@@ -122,13 +123,13 @@ func TestLeaderPausedJobsComplete(t *testing.T) {
 	ids := submitSleeps(c, 6, 8)
 	waitRunning(c, ids, w1, w2)
 	leader.signal(t, syscall.SIGSTOP)
-	waitLeasesExpire(c, ids)
+	waitLeasesExpire(c, ids, time.Second)
 	leader.signal(t, syscall.SIGCONT)
 	waitAll(c, ids, 30*time.Second)
 }
 
 // TestJobsTableLockedJobsComplete: the jobs table is locked (ACCESS
-// EXCLUSIVE) for 6 s while six 8 s jobs without retries run: every
+// EXCLUSIVE) until the leases have been out for 2 s (about 6 s) while six 8 s jobs without retries run: every
 // statement of the leader waits, heartbeats' lease extensions among them.
 // Every job completes.
 func TestJobsTableLockedJobsComplete(t *testing.T) {
@@ -153,9 +154,9 @@ func TestJobsTableLockedJobsComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Under the lock, only this transaction reads the leases.
-	c.eventually(20*time.Second, "every lease to run out under the lock", func() bool {
+	c.eventually(30*time.Second, "every lease to be out for 2s under the lock", func() bool {
 		var expired bool
-		if err := tx.QueryRow(ctx, leasesExpiredAt, jobIDs(t, ids)).Scan(&expired); err != nil {
+		if err := tx.QueryRow(ctx, leasesExpiredAt, jobIDs(t, ids), 2.0).Scan(&expired); err != nil {
 			t.Fatal(err)
 		}
 		return expired
@@ -288,7 +289,7 @@ func TestTakeOverWithRedisDown(t *testing.T) {
 	c.redis.Stop()
 	c1.kill(t)
 	c.eventually(10*time.Second, "c2 to take over", func() bool { return c.health(c2)["role"] == "leader" })
-	waitLeasesExpire(c, ids)
+	waitLeasesExpire(c, ids, time.Second)
 	c.redis.Restart(t)
 	waitAll(c, ids, 30*time.Second)
 }
