@@ -113,8 +113,7 @@ func (e *confEnv) waitFinal(t *testing.T, id string, within time.Duration) (conf
 		if j, err = e.job(t.Context(), id); err != nil {
 			return err
 		}
-		switch j.Status {
-		case "completed", "failed", "canceled":
+		if final(j.Status) {
 			return nil
 		}
 		return fmt.Errorf("job %s is %s", id, j.Status)
@@ -123,6 +122,10 @@ func (e *confEnv) waitFinal(t *testing.T, id string, within time.Duration) (conf
 		return j, fmt.Errorf("job %s did not end within %v: %w", id, within, err)
 	}
 	return j, nil
+}
+
+func final(status string) bool {
+	return status == "completed" || status == "failed" || status == "canceled"
 }
 
 // waitRunning waits until the worker's heartbeat names job id's lease
@@ -134,7 +137,11 @@ func (e *confEnv) waitRunning(t *testing.T, worker, id string, within time.Durat
 		if j, err := e.job(t.Context(), id); err != nil {
 			return err
 		} else if j.Status != "leased" {
-			return fmt.Errorf("job %s is %s, not leased (running)", id, j.Status)
+			err := fmt.Errorf("job %s is %s, not leased (running)", id, j.Status)
+			if final(j.Status) {
+				return confGiveUp{err}
+			}
+			return err
 		}
 		hb, err := e.lastHeartbeat(t.Context(), worker)
 		if err != nil {
@@ -619,7 +626,7 @@ func checkCancelBeforeDelivery(t *testing.T, e *confEnv) error {
 		return err
 	}
 	stop()
-	j, err := e.waitFinal(t, id, 10*time.Second)
+	j, err := e.waitFinal(t, id, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("cancel before delivery: conf.sleep of 60s whose cancel came first was run or never reported: %w", err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -262,7 +263,9 @@ func (e *confEnv) heartbeats(ctx context.Context, id string) ([]wire.Heartbeat, 
 	return out, nil
 }
 
-// confWait polls cond until it returns nil or within passes.
+// confWait polls cond until it returns nil or within passes, or cond
+// returns an error wrapped by confGiveUp (the awaited state can no longer
+// come).
 func confWait(t *testing.T, within time.Duration, cond func() error) error {
 	deadline := time.Now().Add(within)
 	pause := time.Millisecond
@@ -270,6 +273,10 @@ func confWait(t *testing.T, within time.Duration, cond func() error) error {
 		err := cond()
 		if err == nil {
 			return nil
+		}
+		var g confGiveUp
+		if errors.As(err, &g) {
+			return g.error
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -310,3 +317,6 @@ func checkJoin(t *testing.T, e *confEnv) error {
 	t.Logf("%s worker announces codec %d (0: JSON)", e.sdk.Name, hb.Codec)
 	return nil
 }
+
+// confGiveUp ends a confWait at once with its error.
+type confGiveUp struct{ error }

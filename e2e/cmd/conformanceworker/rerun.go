@@ -80,12 +80,16 @@ func runNaive(ctx context.Context, cfg worker.Config, handlers map[string]worker
 			log.Error("bad delivery", "error", err)
 			continue
 		}
+		h := handlers[d.Name]
+		if h == nil {
+			continue
+		}
 		mu.Lock()
 		running[d.LeaseToken] = d.JobID
 		mu.Unlock()
 		go func() {
 			r := wire.Result{JobID: d.JobID, LeaseToken: d.LeaseToken, WorkerID: cfg.ID, Attempt: d.Attempt, StartedAt: time.Now()}
-			res, err := handlers[d.Name](ctx, &worker.Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Payload: d.Payload,
+			res, err := h(ctx, &worker.Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Payload: d.Payload,
 				Attempt: d.Attempt, MaxRetries: d.MaxRetries, WorkerID: cfg.ID})
 			r.FinishedAt, r.Outcome = time.Now(), wire.OutcomeCompleted
 			if err != nil {
