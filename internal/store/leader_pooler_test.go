@@ -70,7 +70,9 @@ func TestLeaderLeaseThroughTransactionPooler(t *testing.T) {
 	if got, err := b.LeaderAcquire(ctx, "coord-b", ttl); err != nil || got != 0 {
 		t.Fatalf("B acquire while A leads = %d, %v; want 0", got, err)
 	}
-	// A renews past several TTLs; B never gets in.
+	// A renews past several TTLs, each time its lease has a third of the
+	// TTL used by PostgreSQL's clock (the one it is judged by); B never
+	// gets in.
 	for i := 0; i < 5; i++ {
 		if err := a.LeaderRenew(ctx, epochA, ttl); err != nil {
 			t.Fatalf("A renew %d: %v", i, err)
@@ -78,7 +80,14 @@ func TestLeaderLeaseThroughTransactionPooler(t *testing.T) {
 		if got, err := b.LeaderAcquire(ctx, "coord-b", ttl); err != nil || got != 0 {
 			t.Fatalf("B acquire while A renews (%d) = %d, %v; want 0", i, got, err)
 		}
-		time.Sleep(ttl / 3)
+		testwait.For(t, ttl, "a third of A's lease to be used", func() bool {
+			var used bool
+			if err := db.QueryRow(ctx, `SELECT expires_at - clock_timestamp() <= $1 * interval '1 millisecond'
+				FROM coordinator_lease`, (ttl - ttl/3).Milliseconds()).Scan(&used); err != nil {
+				t.Fatal(err)
+			}
+			return used
+		})
 	}
 
 	beat := time.Now().Truncate(time.Millisecond)
