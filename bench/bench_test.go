@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
@@ -18,6 +21,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
 	redistest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
