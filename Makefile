@@ -32,8 +32,12 @@ STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LINT_GOPROXY  = file://$(shell $(GO) env GOMODCACHE)/cache/download,$(shell $(GO) env GOPROXY)
 # Which log `make logs` shows (empty: all), e.g. make logs NAME=worker-1
 NAME         ?=
+# The conformance worker `make conformance` checks, e.g.
+# make conformance CMD='python3 /abs/my_worker.py' CMD_ENV='PYTHONPATH=/abs/src'
+CMD          ?=
+CMD_ENV      ?=
 
-.PHONY: help build up down status logs prereqs test test-short chaos screenshots fuzz fmt vet lint bench clean
+.PHONY: help build up down status logs prereqs test test-short chaos conformance screenshots fuzz fmt vet lint bench clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":.*## " } \
@@ -80,6 +84,11 @@ screenshots: ## Retake the console's screenshots (docs/ui/*.png) with the browse
 
 chaos: prereqs ## Faults between hosts (a network namespace per component), long: 20 s each under 100 jobs/s; prints the table
 	DTS_CHAOS_LONG=1 $(GO) test -race -count=1 -timeout 40m -run '^TestChaosHosts$$' -v ./e2e/
+
+conformance: prereqs ## Run the worker-protocol conformance suite against CMD (docs/conformance.md)
+	@if [[ -z "$(CMD)" ]]; then echo "usage: make conformance CMD='python3 my_worker.py' [CMD_ENV='NAME=VALUE ...']" >&2; exit 2; fi
+	DTS_CONFORMANCE_CMD='$(CMD)' DTS_CONFORMANCE_ENV='$(CMD_ENV)' \
+		$(GO) test -race -count=1 -timeout 5m -run '^TestConformanceCommand$$' -v ./e2e/
 
 test-short: ## Run the tests in -short mode, without -race (quick feedback)
 	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work

@@ -35,9 +35,13 @@ type conformanceSDK struct {
 	Env     []string // extra environment, NAME=VALUE (added to the contract's variables)
 }
 
-// conformanceCmdEnv names the variable `make conformance CMD=...` sets: a
-// command line (split on spaces) to run the suite against.
-const conformanceCmdEnv = "DTS_CONFORMANCE_CMD"
+// The variables `make conformance CMD=... CMD_ENV=...` sets: a command
+// line to run the suite against and extra NAME=VALUE settings for it, each
+// split on spaces.
+const (
+	conformanceCmdEnv   = "DTS_CONFORMANCE_CMD"
+	conformanceExtraEnv = "DTS_CONFORMANCE_ENV"
+)
 
 // goConformanceSDK is the Go SDK's conformance worker, built by TestMain.
 func goConformanceSDK() conformanceSDK {
@@ -57,7 +61,7 @@ func TestConformanceCommand(t *testing.T) {
 		t.Skip(conformanceCmdEnv + " is not set")
 	}
 	t.Parallel()
-	runConformance(t, conformanceSDK{Name: "command", Command: strings.Fields(line)})
+	runConformance(t, conformanceSDK{Name: "command", Command: strings.Fields(line), Env: strings.Fields(os.Getenv(conformanceExtraEnv))})
 }
 
 // confCheck is one check of the suite.
