@@ -392,7 +392,14 @@ export class Worker {
       this.rdb = this.newClient("main");
       this.blocking = this.rdb.duplicate();
       this.blocking.on("error", (e: Error) => this.logRedisError("blocking", e));
-      await Promise.all([this.rdb.connect(), this.blocking.connect()]);
+      // The clients keep trying while Redis cannot be reached; stop() ends the wait.
+      const connected = Promise.all([this.rdb.connect(), this.blocking.connect()]);
+      connected.catch(() => {}); // after a stop(), a failure to connect is moot
+      await Promise.race([connected, this.stopped]);
+      if (!this.rdb.isReady || !this.blocking.isReady) {
+        this.log.warn("stopped before Redis could be reached", { worker_id: this.id });
+        return;
+      }
       const graceStart = { at: 0 };
       this.stopped.then(() => (graceStart.at = Date.now()));
       this.log.info("worker started", { worker_id: this.id, concurrency: this.opts.concurrency, job_types: this.jobTypes() });

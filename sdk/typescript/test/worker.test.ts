@@ -427,6 +427,21 @@ describe("worker", { concurrency: true }, () => {
     assert.deepEqual(log, [], "Redis denied commands: " + JSON.stringify(log));
   });
 
+  it("stops while Redis cannot be reached", async () => {
+    const down = new RedisServer();
+    await down.start();
+    await down.stop(); // a port nothing listens on
+    try {
+      const h = new Harness({}, rdb, down).handle("x", () => null).start();
+      await new Promise((r) => setTimeout(r, 300));
+      const t0 = Date.now();
+      await h.stop();
+      assert.ok(Date.now() - t0 < 3000, `run() took ${Date.now() - t0} ms to end after stop()`);
+    } finally {
+      await down.close();
+    }
+  });
+
   it("carries on after a Redis restart", async () => {
     // Its own server: the restart must not disturb the other tests.
     const own = new RedisServer();
