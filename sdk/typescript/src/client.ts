@@ -11,47 +11,47 @@ export const DEFAULT_POLL_INTERVAL_MS = 1000;
 /** ClientOptions configures a Client; fields left out take the defaults in their comments. */
 export interface ClientOptions {
   /** The submitter's URL, with an optional path prefix. Default http://127.0.0.1:8000. */
-  baseUrl?: string;
+  baseUrl?: string | undefined;
   /** Sent as "Authorization: Bearer <token>": an API key (dts_…) or a JWT. Default none. */
-  token?: string;
+  token?: string | undefined;
   /** How many times a request is sent while the answer says to try again; 1 turns retries off. Default 5. */
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   /** The longest wait before a retry, in ms: an answer asking for longer is returned instead. Default 30000. */
-  maxRetryWaitMs?: number;
+  maxRetryWaitMs?: number | undefined;
   /** The longest pause between two polls of wait(), in ms (it starts at 50 and doubles). Default 1000. */
-  pollIntervalMs?: number;
+  pollIntervalMs?: number | undefined;
   /** The fetch function to use. Default the global fetch. */
-  fetch?: typeof fetch;
+  fetch?: typeof fetch | undefined;
 }
 
 /** The optional fields of a submission (docs/api.md, "Submit a job"). */
 export interface SubmitOptions {
   /** The job's queue (default "default"). */
-  queue?: string;
+  queue?: string | undefined;
   /** -1000..1000 (default 0); higher runs first. */
-  priority?: number;
+  priority?: number | undefined;
   /** Retries after a failed first attempt, 0..100 (default 3). */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /** Makes the first attempt due this many seconds from now. Not with runAt. */
-  delaySeconds?: number;
+  delaySeconds?: number | undefined;
   /** Makes the first attempt due then. Not with delaySeconds. */
-  runAt?: Date | string;
+  runAt?: Date | string | undefined;
   /** Bounds each attempt, counted from its handler's start (0: none). */
-  timeoutSeconds?: number;
+  timeoutSeconds?: number | undefined;
   /** A repeat with the same key answers the first job instead of creating another; also lets the client retry the submission safely. */
-  idempotencyKey?: string;
+  idempotencyKey?: string | undefined;
   /** Ids of existing jobs that must all complete before this one runs. */
-  dependsOn?: string[];
+  dependsOn?: string[] | undefined;
   /** In submitBatch only: earlier jobs of the same batch, by index. */
-  dependsOnIndex?: number[];
+  dependsOnIndex?: number[] | undefined;
   /** Makes the job unique for this many seconds (docs/api.md, "Unique jobs"). */
-  uniqueFor?: number;
+  uniqueFor?: number | undefined;
   /** The states in which the first unique job still counts. Only with uniqueFor. */
-  uniqueStates?: string[];
+  uniqueStates?: string[] | undefined;
   /** Replaces the payload in the uniqueness key. Only with uniqueFor. */
-  uniqueKey?: string;
+  uniqueKey?: string | undefined;
   /** Puts the job under the limit of this key. */
-  concurrencyKey?: string;
+  concurrencyKey?: string | undefined;
 }
 
 /** One job of submitBatch. */
@@ -170,7 +170,7 @@ export class Client {
   }
 
   /** submit creates a job named name (the job type) with payload and answers once it is stored. */
-  async submit(name: string, payload?: unknown, options: SubmitOptions = {}, init: { signal?: AbortSignal } = {}): Promise<Submitted> {
+  async submit(name: string, payload?: unknown, options: SubmitOptions = {}, init: { signal?: AbortSignal | undefined } = {}): Promise<Submitted> {
     const body = wireRequest({ ...options, name, payload });
     const { status, value } = await this.do<Submitted>(
       { method: "POST", path: "/submit_job", body, idempotent: !!options.idempotencyKey },
@@ -180,7 +180,7 @@ export class Client {
   }
 
   /** submitBatch creates 1 to 1000 jobs in one statement, all or none, and answers them in order. */
-  async submitBatch(jobs: JobRequest[], init: { signal?: AbortSignal } = {}): Promise<Submitted[]> {
+  async submitBatch(jobs: JobRequest[], init: { signal?: AbortSignal | undefined } = {}): Promise<Submitted[]> {
     const body = jobs.map(wireRequest);
     const keyed = jobs.length > 0 && jobs.every((j) => !!j.idempotencyKey);
     const { value } = await this.do<{ jobs: Submitted[] }>({ method: "POST", path: "/submit_jobs", body, idempotent: keyed }, init.signal);
@@ -188,7 +188,7 @@ export class Client {
   }
 
   /** get returns the job with the decimal id; an unknown id is a DtsError with code "not_found". */
-  async get(id: string, init: { signal?: AbortSignal } = {}): Promise<Job> {
+  async get(id: string, init: { signal?: AbortSignal | undefined } = {}): Promise<Job> {
     const { value } = await this.do<Job>({ method: "GET", path: `/jobs/${encodeURIComponent(id)}`, idempotent: true }, init.signal);
     return value;
   }
@@ -199,7 +199,7 @@ export class Client {
    * 50 ms, then doubles the pause up to pollIntervalMs. signal (or
    * timeoutMs) ends the wait early with an error.
    */
-  async wait(id: string, init: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Job> {
+  async wait(id: string, init: { signal?: AbortSignal | undefined; timeoutMs?: number | undefined } = {}): Promise<Job> {
     const deadline = init.timeoutMs !== undefined ? Date.now() + init.timeoutMs : Infinity;
     let pause = 50;
     for (;;) {

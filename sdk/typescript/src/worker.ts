@@ -30,23 +30,23 @@ const host = hostname();
 /** WorkerOptions configures a Worker; fields left out take the defaults in their comments. */
 export interface WorkerOptions {
   /** Names the worker; unique in the fleet, at most 200 characters. Default `<hostname>-<pid>`. */
-  id?: string;
+  id?: string | undefined;
   /** The Redis URL (redis:// or rediss://). Required. */
   redisUrl: string;
   /** Namespaces every Redis key; must match the coordinator's. Default "". */
-  redisPrefix?: string;
+  redisPrefix?: string | undefined;
   /** How many handlers run at once. Default 8. */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /** How often the worker heartbeats, in ms; must match the coordinator's setting. Default 1000. */
-  heartbeatIntervalMs?: number;
+  heartbeatIntervalMs?: number | undefined;
   /** How long running handlers may finish after stop() (or SIGTERM) before they are aborted and handed back, in ms. Default 30000. */
-  shutdownGraceMs?: number;
+  shutdownGraceMs?: number | undefined;
   /** Sent with every heartbeat for the coordinator to check (WORKER_CREDENTIAL). Default none. */
-  credential?: string;
+  credential?: string | undefined;
   /** Where log lines go. Default: logfmt lines on stderr, info and above. */
-  logger?: Logger;
+  logger?: Logger | undefined;
   /** Whether run() stops the worker on SIGTERM and SIGINT. Default true. */
-  handleSignals?: boolean;
+  handleSignals?: boolean | undefined;
 }
 
 /** Job is one attempt at one job, as a handler receives it. */
@@ -293,7 +293,15 @@ type RedisClient = ReturnType<typeof createClient>;
  */
 export class Worker {
   readonly id: string;
-  private readonly opts: Required<Omit<WorkerOptions, "credential" | "logger">> & { credential?: string };
+  private readonly opts: {
+    redisUrl: string;
+    redisPrefix: string;
+    concurrency: number;
+    heartbeatIntervalMs: number;
+    shutdownGraceMs: number;
+    handleSignals: boolean;
+    credential?: string;
+  };
   private readonly log: Logger;
   private readonly handlers = new Map<string, Handler>();
   private readonly keys: { jobs: string; control: string; results: string; heartbeats: string };
@@ -329,7 +337,6 @@ export class Worker {
     }
     this.id = id;
     this.opts = {
-      id,
       redisUrl: options.redisUrl,
       redisPrefix: options.redisPrefix ?? "",
       concurrency,
