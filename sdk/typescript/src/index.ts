@@ -13,6 +13,7 @@ export {
   type Handler,
   type HandlerContext,
   type Job,
+  type QueueWeight,
   type WorkerOptions,
 } from "./worker.js";
 export {

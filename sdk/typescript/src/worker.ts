@@ -37,6 +37,19 @@ export interface WorkerOptions {
   redisPrefix?: string | undefined;
   /** How many handlers run at once. Default 8. */
   concurrency?: number | undefined;
+  /**
+   * How many jobs beyond concurrency the worker holds leased, each waiting
+   * for a free slot, so that a freed slot starts its next job without a
+   * round trip through the coordinator. Keep it 0 for long jobs. Waiting
+   * jobs are handed back unrun at shutdown. Default 0.
+   */
+  prefetch?: number | undefined;
+  /**
+   * The queues the worker serves, with weights 0..1000: when all have due
+   * jobs, each gets a share of the slots in proportion to its weight (0:
+   * only slots the others leave). Default: every queue, by priority alone.
+   */
+  queues?: QueueWeight[] | undefined;
   /** How often the worker heartbeats, in ms; must match the coordinator's setting. Default 1000. */
   heartbeatIntervalMs?: number | undefined;
   /** How long running handlers may finish after stop() (or SIGTERM) before they are aborted and handed back, in ms. Default 30000. */
@@ -47,6 +60,12 @@ export interface WorkerOptions {
   logger?: Logger | undefined;
   /** Whether run() stops the worker on SIGTERM and SIGINT. Default true. */
   handleSignals?: boolean | undefined;
+}
+
+/** One queue a worker serves and its weight (WorkerOptions.queues). */
+export interface QueueWeight {
+  name: string;
+  weight: number;
 }
 
 /** Job is one attempt at one job, as a handler receives it. */
@@ -297,6 +316,8 @@ export class Worker {
     redisUrl: string;
     redisPrefix: string;
     concurrency: number;
+    prefetch: number;
+    queues?: QueueWeight[];
     heartbeatIntervalMs: number;
     shutdownGraceMs: number;
     handleSignals: boolean;
@@ -335,11 +356,18 @@ export class Worker {
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100_000) {
       throw new Error(`WorkerOptions.concurrency (${concurrency}) is not within 1..100000`);
     }
+    const prefetch = options.prefetch ?? 0;
+    if (!Number.isInteger(prefetch) || prefetch < 0 || prefetch > 100_000) {
+      throw new Error(`WorkerOptions.prefetch (${prefetch}) is not within 0..100000`);
+    }
+    if (options.queues) checkQueues(options.queues);
     this.id = id;
     this.opts = {
       redisUrl: options.redisUrl,
       redisPrefix: options.redisPrefix ?? "",
       concurrency,
+      prefetch,
+      ...(options.queues ? { queues: options.queues.map((q) => ({ name: q.name, weight: q.weight })) } : {}),
       heartbeatIntervalMs: positive(options.heartbeatIntervalMs, DEFAULT_HEARTBEAT_INTERVAL_MS),
       shutdownGraceMs: positive(options.shutdownGraceMs, DEFAULT_SHUTDOWN_GRACE_MS),
       handleSignals: options.handleSignals ?? true,
@@ -462,7 +490,7 @@ export class Worker {
   // ---- receive ----
 
   private async receiveLoop(): Promise<void> {
-    const count = String(this.opts.concurrency);
+    const count = String(this.opts.concurrency + this.opts.prefetch);
     while (!this.stopping) {
       let reply: unknown;
       try {
@@ -805,6 +833,8 @@ export class Worker {
       inFlight.push(f + "}");
     }
     const rest: Record<string, unknown> = {};
+    if (this.opts.queues) rest.queues = this.opts.queues;
+    if (this.opts.prefetch > 0) rest.prefetch = this.opts.prefetch;
     if (this.draining) rest.draining = true;
     if (stopped) rest.stopped = true;
     if (this.opts.credential) rest.credential = this.opts.credential;
@@ -868,6 +898,18 @@ function notStarted(d: Delivery, cause: unknown): Result {
     return { ...r, reason: "superseded", error: cause.message };
   }
   return r;
+}
+
+function checkQueues(qs: QueueWeight[]): void {
+  if (qs.length === 0) throw new Error("WorkerOptions.queues is empty; leave it out to serve every queue");
+  if (qs.length > 64) throw new Error(`WorkerOptions.queues: ${qs.length} queues, at most 64`);
+  const seen = new Set<string>();
+  for (const q of qs) {
+    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(q.name)) throw new Error(`WorkerOptions.queues: ${JSON.stringify(q.name)} is not 1 to 64 characters from A-Z a-z 0-9 _ . : -`);
+    if (!Number.isInteger(q.weight) || q.weight < 0 || q.weight > 1000) throw new Error(`WorkerOptions.queues: the weight of ${q.name} is not between 0 and 1000`);
+    if (seen.has(q.name)) throw new Error(`WorkerOptions.queues: ${q.name} is named twice`);
+    seen.add(q.name);
+  }
 }
 
 function positive(v: number | undefined, def: number): number {

@@ -176,6 +176,31 @@ describe("worker", { concurrency: true }, () => {
     assert.equal(last.draining, true);
   });
 
+  it("announces its queues and prefetch; prefetched jobs wait for a slot", async () => {
+    const started = gate();
+    const release = gate();
+    const h = new Harness({ concurrency: 1, prefetch: 2, queues: [{ name: "critical", weight: 6 }, { name: "low", weight: 0 }] }).handle("q", async () => {
+      started.open();
+      await release.wait;
+    });
+    await h.deliver({ jobId: "81", token: "1081", name: "q" }, { jobId: "82", token: "1082", name: "q" }, { jobId: "83", token: "1083", name: "q" }, { jobId: "84", token: "1084", name: "q" });
+    h.start();
+    await started.wait;
+    const hb = await waitFor("a heartbeat holding one running and two waiting jobs", async () => {
+      const last = (await h.heartbeats()).at(-1)?.hb;
+      const f = (last?.in_flight ?? []) as Array<{ started?: boolean; waiting?: boolean }>;
+      return f.filter((x) => x.started).length === 1 && f.filter((x) => x.waiting).length >= 2 ? last : undefined;
+    });
+    assert.deepEqual(hb.queues, [{ name: "critical", weight: 6 }, { name: "low", weight: 0 }]);
+    assert.equal(hb.prefetch, 2);
+    release.open();
+    await h.waitOutcomes(4);
+    await h.stop();
+    assert.throws(() => new Worker({ redisUrl: server.url, queues: [] }), /empty/);
+    assert.throws(() => new Worker({ redisUrl: server.url, queues: [{ name: "a b", weight: 1 }] }), /characters/);
+    assert.throws(() => new Worker({ redisUrl: server.url, prefetch: -1 }), /prefetch/);
+  });
+
   it("runs each lease once and reports one outcome per token", async () => {
     let calls = 0;
     const h = new Harness().handle("once", (job) => {
