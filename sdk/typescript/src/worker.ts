@@ -16,7 +16,7 @@ export const DEFAULT_HEARTBEAT_INTERVAL_MS = 1000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
 
 // Protocol constants (docs/protocol.md).
-const receiveBlockSeconds = "0.5"; // how long one blocking pop waits: at most this long from stop() to the drain
+const receiveBlockMs = 500; // how long one blocking pop waits: at most this long from stop() to the drain
 const progressIntervalMs = 1000; // the least time between two progress reports of an attempt
 const maxProgressMessage = 200; // characters (code points)
 const remembered = 10_000; // lease tokens remembered beyond those held
@@ -483,6 +483,40 @@ export class Worker {
     this.log.warn("redis connection error", { connection: role, error: e.message });
   }
 
+  // call sends one command and waits up to ms for its answer. A command
+  // unanswered by then means the connection is dead without Redis or the
+  // kernel saying so (a partition, a dropped NAT entry): node-redis would
+  // wait for ever, so the connection is dropped and opened again, and the
+  // command fails. (A delivery popped on a connection dropped so is lost
+  // to this worker: its lease runs out and the coordinator retries it.)
+  private async call(client: RedisClient, role: string, ms: number, args: string[]): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`redis ${args[0]} unanswered after ${ms} ms`));
+        this.reconnect(client, role);
+      }, ms);
+    });
+    try {
+      return await Promise.race([client.sendCommand(args), expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private reconnect(client: RedisClient, role: string): void {
+    if (!client.isOpen || this.reconnecting.has(client)) return;
+    this.reconnecting.add(client);
+    this.log.warn("redis connection stopped answering: reconnecting", { connection: role });
+    client.destroy(); // fails the commands waiting on it
+    client
+      .connect()
+      .catch((e: unknown) => this.log.error("redis reconnect failed", { connection: role, error: errText(e) }))
+      .finally(() => this.reconnecting.delete(client));
+  }
+
+  private readonly reconnecting = new Set<RedisClient>();
+
   private jobTypes(): string[] {
     return [...this.handlers.keys()];
   }
@@ -494,8 +528,8 @@ export class Worker {
     while (!this.stopping) {
       let reply: unknown;
       try {
-        reply = await this.blocking!.sendCommand([
-          "BLMPOP", receiveBlockSeconds, "2", this.keys.control, this.keys.jobs, "RIGHT", "COUNT", count,
+        reply = await this.call(this.blocking!, "blocking", receiveBlockMs + redisTimeoutMs, [
+          "BLMPOP", String(receiveBlockMs / 1000), "2", this.keys.control, this.keys.jobs, "RIGHT", "COUNT", count,
         ]);
       } catch (e) {
         if (this.stopping) break;
@@ -534,9 +568,7 @@ export class Worker {
     for (;;) {
       let reply: unknown;
       try {
-        reply = await this.rdb!.sendCommand(["LMPOP", "2", this.keys.control, this.keys.jobs, "RIGHT", "COUNT", "1000"], {
-          timeout: redisTimeoutMs,
-        });
+        reply = await this.call(this.rdb!, "main", redisTimeoutMs, ["LMPOP", "2", this.keys.control, this.keys.jobs, "RIGHT", "COUNT", "1000"]);
       } catch {
         return;
       }
@@ -764,7 +796,7 @@ export class Worker {
       for (let attempt = 1; batch.length > 0; attempt++) {
         const sent = await Promise.allSettled(
           batch.map((r) =>
-            this.rdb!.sendCommand(["XADD", this.keys.results, "*", "r", encodeResultMessage(r, this.id)], { timeout: redisTimeoutMs }),
+            this.call(this.rdb!, "main", redisTimeoutMs, ["XADD", this.keys.results, "*", "r", encodeResultMessage(r, this.id)]),
           ),
         );
         const failed: Result[] = [];
@@ -847,7 +879,7 @@ export class Worker {
       `"concurrency":${this.opts.concurrency},"in_flight":[${inFlight.join(",")}],` +
       JSON.stringify(rest).slice(1);
     try {
-      await this.rdb!.sendCommand(["XADD", this.keys.heartbeats, "MAXLEN", "~", heartbeatStreamLen, "*", "h", text], { timeout });
+      await this.call(this.rdb!, "main", timeout, ["XADD", this.keys.heartbeats, "MAXLEN", "~", heartbeatStreamLen, "*", "h", text]);
     } catch (e) {
       this.log.warn("heartbeat failed", { error: errText(e) });
     }

@@ -2,7 +2,7 @@
 // a free port, without persistence.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "redis";
@@ -90,5 +90,54 @@ export async function waitFor<T>(what: string, cond: () => Promise<T | undefined
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, pause));
     pause = Math.min(pause * 2, 100);
+  }
+}
+
+/**
+ * BlackholeProxy forwards TCP connections to a Redis server until
+ * blackhole() is called: from then on the connections it holds swallow
+ * everything, neither answering nor closing (a half-open link, as a
+ * dropped NAT entry or a partition leaves it), while new connections are
+ * forwarded again.
+ */
+export class BlackholeProxy {
+  private readonly server = createNetServer();
+  private readonly pairs: Array<{ dead: boolean; a: Socket; b: Socket }> = [];
+  port = 0;
+
+  constructor(private readonly targetPort: number) {
+    this.server.on("connection", (a: Socket) => {
+      const b = connect(this.targetPort, "127.0.0.1");
+      const pair = { dead: false, a, b };
+      this.pairs.push(pair);
+      a.on("data", (d) => pair.dead || b.write(d));
+      b.on("data", (d) => pair.dead || a.write(d));
+      a.on("error", () => {});
+      b.on("error", () => {});
+      a.on("close", () => pair.dead || b.destroy());
+      b.on("close", () => pair.dead || a.destroy());
+    });
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", r));
+    const a = this.server.address();
+    this.port = typeof a === "object" && a ? a.port : 0;
+  }
+
+  blackhole(): void {
+    for (const p of this.pairs) p.dead = true;
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.pairs) {
+      p.a.destroy();
+      p.b.destroy();
+    }
+    await new Promise((r) => this.server.close(r));
   }
 }

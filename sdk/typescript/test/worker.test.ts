@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { discardLogger, PermanentError, RawJSON, Worker, type Handler, type WorkerOptions } from "../dist/index.js";
 import { rawFields, int64Field, type RawFields } from "../dist/json.js";
 import { decodeDelivery, progressMessage } from "../dist/worker.js";
-import { RedisServer, waitFor, type TestRedisClient } from "./redis.js";
+import { BlackholeProxy, RedisServer, waitFor, type TestRedisClient } from "./redis.js";
 import { checkMessage } from "./schema.js";
 
 // The server the tests share, each with its own key prefix and worker id.
@@ -464,6 +464,29 @@ describe("worker", { concurrency: true }, () => {
       assert.ok(Date.now() - t0 < 3000, `run() took ${Date.now() - t0} ms to end after stop()`);
     } finally {
       await down.close();
+    }
+  });
+
+  it("reconnects when a connection to Redis stops answering", async () => {
+    const proxy = new BlackholeProxy(server.port);
+    await proxy.start();
+    try {
+      const h = new Harness({ redisUrl: proxy.url }).handle("r", (job) => job.id).start();
+      await h.deliver({ jobId: "91", token: "1091", name: "r" });
+      await h.waitOutcomes(1);
+      const before = (await h.heartbeats()).length;
+      proxy.blackhole(); // the worker's connections go silent; new ones work
+      await waitFor("heartbeats on a new connection", async () => (await h.heartbeats()).length > before + 3, 15_000);
+      await h.deliver({ jobId: "92", token: "1092", name: "r" });
+      await waitFor("the result of a job delivered after the reconnect", async () => (await h.outcomes()).some((r) => r.jobId === "92"), 15_000);
+      await h.stop();
+      // 91's result may be sent twice: its XADD was applied, but the answer
+      // was swallowed. The coordinator takes the first and drops the second
+      // as stale; neither is a second run.
+      const outcomes = await h.outcomes();
+      assert.deepEqual([...new Set(outcomes.map((r) => `${r.jobId}/${r.token}/${r.outcome}`))], ["91/1091/completed", "92/1092/completed"]);
+    } finally {
+      await proxy.close();
     }
   });
 
