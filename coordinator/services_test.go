@@ -293,11 +293,12 @@ func TestTakeOverWithRedisDownReclaimsNothing(t *testing.T) {
 	h := &heartbeatReader{base: r.b, store: r.store, queue: down, allowed: func(context.Context, wire.Heartbeat) bool { return true }}
 	r.start(h)
 	rp := &reaper{base: r.b, store: r.store, queue: down, retry: func(int) time.Duration { return 0 }}
-	// The reaper judges over and over while the reader tries Redis and fails.
+	// The reaper judges over and over until the reader has tried Redis and
+	// failed (a read takes its dial retries, about a second).
 	failed := r.b.metrics.redisErrors.WithLabelValues(string(redisOpHeartbeatRead))
-	testwait.For(t, 10*time.Second, "the heartbeat reader to fail three reads", func() bool {
+	testwait.For(t, 10*time.Second, "the heartbeat reader to fail a read", func() bool {
 		rp.tick(r.ctx)
-		return testutil.ToFloat64(failed) >= 3
+		return testutil.ToFloat64(failed) >= 1
 	})
 	if got := r.states(cs); !allIn(got, "leased") {
 		t.Fatalf("with Redis down: %v; want every job still leased", got)
