@@ -534,7 +534,7 @@ export class Worker {
       } catch (e) {
         if (this.stopping) break;
         this.log.error("receive failed", { error: errText(e) });
-        await Promise.race([sleep(200), this.stopped]);
+        await orTimeout(this.stopped, 200);
         continue;
       }
       // A pop that returned after stop() hands its deliveries back.
@@ -904,11 +904,11 @@ export class Worker {
     });
     await this.heartbeat(false);
     await this.releaseQueued();
-    await Promise.race([idle, sleep(Math.max(0, graceEnd - Date.now()))]);
+    await orTimeout(idle, Math.max(0, graceEnd - Date.now()));
     if (!finished) {
       this.log.warn("grace period over: aborting running jobs and handing them back", { in_flight: this.running.size });
       this.cancelAll();
-      await Promise.race([idle, sleep(cancelWaitMs)]);
+      await orTimeout(idle, cancelWaitMs);
       if (!finished) this.log.error("handlers ignored their abort signal; exiting without them");
     }
     const ended = finished ? lastEnd : Date.now();
@@ -951,6 +951,17 @@ function positive(v: number | undefined, def: number): number {
 function errText(e: unknown): string {
   if (e instanceof Error) return e.message;
   return String(e);
+}
+
+// orTimeout waits for p or ms, whichever comes first, and leaves no timer
+// behind (a pending one would keep the process alive after run()).
+async function orTimeout(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function sleep(ms: number): Promise<void> {

@@ -2,6 +2,7 @@
 // against a real redis-server: deliveries and cancels pushed onto the
 // worker's lists, results and heartbeats read from the streams.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 
 import { discardLogger, PermanentError, RawJSON, Worker, type Handler, type WorkerOptions } from "../dist/index.js";
@@ -450,6 +451,30 @@ describe("worker", { concurrency: true }, () => {
     assert.equal((await h.outcomes()).length, 3);
     const log = (await rdb.sendCommand(["ACL", "LOG"])) as unknown[];
     assert.deepEqual(log, [], "Redis denied commands: " + JSON.stringify(log));
+  });
+
+  it("leaves nothing behind that keeps the process alive once run() has resolved", async () => {
+    // A program that stops its worker and returns: node must exit at once,
+    // not when the 30 s grace period's timer would have fired.
+    const index = new URL("../dist/index.js", import.meta.url).href;
+    const program = `
+      import { Worker, discardLogger } from ${JSON.stringify(index)};
+      const w = new Worker({ id: "exit-${seq}", redisUrl: ${JSON.stringify(server.url)}, redisPrefix: "exit:", logger: discardLogger });
+      w.handle("x", () => 1);
+      const running = w.run();
+      setTimeout(() => w.stop(), 300);
+      await running;
+      console.log("resolved " + Date.now());`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", program], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number>((resolve) => child.once("exit", () => resolve(Date.now())));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    const at = await exited;
+    clearTimeout(timer);
+    const resolvedAt = Number(/resolved (\d+)/.exec(out)?.[1]);
+    assert.ok(resolvedAt > 0, `run() did not resolve: ${out}`);
+    assert.ok(at - resolvedAt < 2000, `node exited ${at - resolvedAt} ms after run() resolved`);
   });
 
   it("stops while Redis cannot be reached", async () => {
