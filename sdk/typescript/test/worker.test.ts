@@ -459,6 +459,7 @@ describe("worker", { concurrency: true }, () => {
     // A program that stops its worker and returns: node must exit at once,
     // not when the 30 s grace period's timer would have fired.
     const index = new URL("../dist/index.js", import.meta.url).href;
+    const t0 = Date.now();
     const program = `
       import { Worker, discardLogger } from ${JSON.stringify(index)};
       const w = new Worker({ id: "exit-${seq}", redisUrl: ${JSON.stringify(server.url)}, redisPrefix: "exit:", logger: discardLogger });
@@ -471,12 +472,13 @@ describe("worker", { concurrency: true }, () => {
     let out = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     const exited = new Promise<number>((resolve) => child.once("exit", () => resolve(Date.now())));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
     const at = await exited;
     clearTimeout(timer);
     const resolvedAt = Number(/resolved (\d+)/.exec(out)?.[1]);
-    assert.ok(resolvedAt > 0, `run() did not resolve: ${out}`);
-    assert.ok(at - resolvedAt < 2000, `node exited ${at - resolvedAt} ms after run() resolved`);
+    assert.ok(resolvedAt > 0, `run() did not resolve in ${at - t0} ms: ${out}`);
+    // Well under the grace period's 30 s, with room for a loaded machine.
+    assert.ok(at - resolvedAt < 10_000, `node exited ${at - resolvedAt} ms after run() resolved`);
   });
 
   it("stops while Redis cannot be reached", async () => {
