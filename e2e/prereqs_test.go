@@ -23,6 +23,7 @@ func TestPrereqs(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var runEnv func(t *testing.T, path, pgLib, sbin string, env []string, args ...string) (string, error)
 	// fakeBin makes a PATH directory holding executables with these names.
 	fakeBin := func(t *testing.T, names ...string) string {
 		dir := t.TempDir()
@@ -48,9 +49,12 @@ func TestPrereqs(t *testing.T) {
 		return dir
 	}
 	run := func(t *testing.T, path, pgLib, sbin string, args ...string) (string, error) {
+		return runEnv(t, path, pgLib, sbin, nil, args...)
+	}
+	runEnv = func(t *testing.T, path, pgLib, sbin string, env []string, args ...string) (string, error) {
 		cmd := exec.Command(bash, append([]string{script}, args...)...)
-		cmd.Env = []string{"PATH=" + path, "DTS_PG_LIB=" + pgLib, "DTS_SBIN=" + sbin,
-			"DTS_PYTHON=" + filepath.Join(path, "python3")} // a python3 in the case's PATH has redis
+		cmd.Env = append([]string{"PATH=" + path, "DTS_PG_LIB=" + pgLib, "DTS_SBIN=" + sbin,
+			"DTS_PYTHON=" + filepath.Join(path, "python3")}, env...) // a python3 in the case's PATH has redis
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -99,6 +103,18 @@ func TestPrereqs(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("up with Python workers needs python3-redis", func(t *testing.T) {
+		have := fakeBin(t, "redis-server", "prometheus", "curl")
+		out, err := runEnv(t, have, fakePG(t), t.TempDir(), []string{"PY_WORKERS=1"}, "--dry-run", "up")
+		if err != nil || !strings.Contains(out, "missing python3-redis\n") {
+			t.Errorf("PY_WORKERS=1 make up without python3-redis: %v\n%s", err, out)
+		}
+		out, err = runEnv(t, have, fakePG(t), t.TempDir(), []string{"PY_WORKERS=0"}, "--dry-run", "up")
+		if err != nil || !strings.Contains(out, "all present") {
+			t.Errorf("make up without Python workers asks for more: %v\n%s", err, out)
+		}
+	})
 
 	t.Run("not root: stops with the command to run", func(t *testing.T) {
 		// As root, run the script as nobody (fed on stdin: nobody may not

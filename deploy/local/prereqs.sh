@@ -4,7 +4,8 @@
 # .ci/run all call it, so a prerequisite is added here and nowhere else.
 #
 #   prereqs.sh [--dry-run] up        what `make up` starts: PostgreSQL,
-#                                    Redis, Prometheus, curl
+#                                    Redis, Prometheus, curl (and
+#                                    python3-redis when PY_WORKERS > 0)
 #   prereqs.sh [--dry-run] up-external  the same with DATABASE_URL and
 #                                    REDIS_URL given (no PostgreSQL, Redis)
 #   prereqs.sh [--dry-run] test      what `make test` starts or calls:
@@ -89,6 +90,10 @@ if [[ $profile != up-external ]]; then
 fi
 need prometheus 'have prometheus'
 need curl 'have curl'
+# make up's Python workers (PY_WORKERS=N) run on Debian's python3 with redis-py.
+if [[ $profile == up* ]] && ((${PY_WORKERS:-0} > 0)); then
+	need python3-redis '"$python" -c "import redis" 2>/dev/null'
+fi
 if [[ $profile == test || $profile == ci ]]; then
 	need prometheus 'have promtool' # Debian's prometheus package ships promtool
 	need redis-sentinel 'have redis-sentinel'
