@@ -68,6 +68,12 @@ func (h *heartbeatReader) run(ctx context.Context) {
 			}
 			after = id
 		}
+		// What a read returns is known as of when it was sent, not when
+		// its answer is handled: a leader paused while a read was in
+		// flight finds, on waking, an answer from before the pause, and
+		// must not count itself caught up until a read sent since has
+		// come back.
+		sent := time.Now()
 		r, err := h.queue.ReadHeartbeats(ctx, after, heartbeatReadMax, h.cfg.HeartbeatInterval)
 		if err != nil {
 			blind = true
@@ -105,7 +111,7 @@ func (h *heartbeatReader) run(ctx context.Context) {
 			continue // not caught up: the extensions did not land
 		}
 		if !r.Full {
-			h.l.live.caughtUp(r.ServerTime, time.Now())
+			h.l.live.caughtUp(r.ServerTime, sent)
 		}
 	}
 }
