@@ -88,7 +88,7 @@ chaos: prereqs ## Faults between hosts (a network namespace per component), long
 conformance: prereqs ## Run the worker-protocol conformance suite against CMD (docs/conformance.md)
 	@if [[ -z "$(CMD)" ]]; then echo "usage: make conformance CMD='python3 my_worker.py' [CMD_ENV='NAME=VALUE ...']" >&2; exit 2; fi
 	DTS_CONFORMANCE_CMD='$(CMD)' DTS_CONFORMANCE_ENV='$(CMD_ENV)' \
-		$(GO) test -race -count=1 -timeout 5m -run '^TestConformanceCommand$$' -v ./e2e/
+		$(GO) test -race -count=1 -timeout 5m -run '^TestConformanceGo$$' -v ./e2e/
 
 test-short: ## Run the tests in -short mode, without -race (quick feedback)
 	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work

@@ -48,20 +48,16 @@ func goConformanceSDK() conformanceSDK {
 	return conformanceSDK{Name: "go", Command: []string{filepath.Join(binDir, "conformanceworker")}}
 }
 
+// TestConformanceGo runs the suite against the Go SDK's conformance
+// worker, or, when DTS_CONFORMANCE_CMD is set (`make conformance
+// CMD='python3 my_worker.py'`), against that command instead.
 func TestConformanceGo(t *testing.T) {
 	t.Parallel()
-	runConformance(t, goConformanceSDK())
-}
-
-// TestConformanceCommand runs the suite against the command in
-// DTS_CONFORMANCE_CMD (`make conformance CMD='python3 my_worker.py'`).
-func TestConformanceCommand(t *testing.T) {
-	line := os.Getenv(conformanceCmdEnv)
-	if line == "" {
-		t.Skip(conformanceCmdEnv + " is not set")
+	sdk := goConformanceSDK()
+	if line := os.Getenv(conformanceCmdEnv); line != "" {
+		sdk = conformanceSDK{Name: "command", Command: strings.Fields(line), Env: strings.Fields(os.Getenv(conformanceExtraEnv))}
 	}
-	t.Parallel()
-	runConformance(t, conformanceSDK{Name: "command", Command: strings.Fields(line), Env: strings.Fields(os.Getenv(conformanceExtraEnv))})
+	runConformance(t, sdk)
 }
 
 // confCheck is one check of the suite.
