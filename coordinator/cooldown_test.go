@@ -86,7 +86,12 @@ func TestDispatchCoolsDownOnlyWhileSlotsAreFree(t *testing.T) {
 		t.Fatalf("%d jobs pending during the cooldown; want all 3", n)
 	}
 	close(release)
-	testwait.For(t, 10*time.Second, "the 3 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 3 })
+	// The recorder logs a claim after its statement commits: wait for the
+	// log, not for the rows.
+	testwait.For(t, 10*time.Second, "the 3 jobs claimed", func() bool { return sum(rec.got()) == 3 })
+	if n := r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`); n != 3 {
+		t.Fatalf("%d jobs leased; want 3", n)
+	}
 	if got := rec.got(); !slices.Equal(got, []int{3}) {
 		t.Fatalf("claims = %v; want one of 3", got)
 	}
@@ -98,9 +103,12 @@ func TestDispatchCoolsDownOnlyWhileSlotsAreFree(t *testing.T) {
 	release = nextCooldown()
 	r.insertIn("default", 0, 20)
 	close(release)
-	testwait.For(t, 10*time.Second, "10 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 10 })
+	testwait.For(t, 10*time.Second, "10 jobs claimed", func() bool { return sum(rec.got()) == 10 })
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "w2", JobTypes: []string{"*"}, Concurrency: 5}, time.Now())
-	testwait.For(t, 10*time.Second, "15 jobs leased", func() bool { return r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`) == 15 })
+	testwait.For(t, 10*time.Second, "15 jobs claimed", func() bool { return sum(rec.got()) == 15 })
+	if n := r.count(`SELECT count(*) FROM jobs WHERE status = 'leased'`); n != 15 {
+		t.Fatalf("%d jobs leased; want 15", n)
+	}
 	if got := rec.got(); !slices.Equal(got, []int{3, 7, 5}) {
 		t.Fatalf("claims = %v; want 3, 7, then 5", got)
 	}
@@ -109,4 +117,12 @@ func TestDispatchCoolsDownOnlyWhileSlotsAreFree(t *testing.T) {
 		t.Fatal("a round waited out a cooldown while due jobs waited for slots")
 	default:
 	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

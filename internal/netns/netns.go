@@ -112,6 +112,14 @@ func New(t testing.TB) *Network {
 			t.Fatalf("netns: %s not found (deploy/local/prereqs.sh test installs it)", tool)
 		}
 	}
+	// Choosing a free /24 and taking it is one step for every test binary
+	// of the machine: unlocked, two networks made at once both found the
+	// same /24 free, and their hosts' veth ends clashed by name.
+	unlock, err := lockMachine()
+	if err != nil {
+		t.Fatalf("netns: %v", err)
+	}
+	defer unlock()
 	removeStale()
 	n := &Network{t: t, rules: map[rule]bool{}}
 	n.id = fmt.Sprintf("%d-%d", os.Getpid(), seq.Add(1))
@@ -120,10 +128,8 @@ func New(t testing.TB) *Network {
 	if err != nil {
 		t.Fatalf("netns: %v", err)
 	}
-	// Start from the pid so that concurrent binaries try different /24s
-	// first; skip any in use. Two binaries choosing at the same instant may
-	// still pick the same one: adding the address to the second bridge then
-	// fails, and the loop tries the next.
+	// Start from the pid so that binaries run one after another reuse
+	// different /24s; skip any in use.
 	start := os.Getpid() % 256
 	for i := 0; i < 256; i++ {
 		octet := (start + i) % 256
@@ -364,6 +370,24 @@ func (n *Network) remove() {
 	if n.bridge != "" {
 		_ = ip("link", "del", n.bridge)
 	}
+}
+
+// lockMachine takes an exclusive flock on the namespaces' directory, held
+// by one Network of one process at a time; the kernel releases it if the
+// process dies.
+func lockMachine() (unlock func(), err error) {
+	if err := os.MkdirAll(netsDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(netsDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", netsDir, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // usedSubnets is the third octets of the 10.214.x.0/24s with an address on

@@ -130,3 +130,24 @@ func TestPartitionCutsOneLinkAndHeals(t *testing.T) {
 		t.Errorf("bridge address %s left after cleanup", bridgeGW)
 	}
 }
+
+// Networks made at the same instant, by this binary or another, each get a
+// /24 and veth names of their own: two bridges on one subnet would route
+// each other's traffic, and their hosts' veth ends would clash by name.
+func TestConcurrentNetworksGetTheirOwnSubnet(t *testing.T) {
+	for i := 0; i < 8; i++ {
+		t.Run("net", func(t *testing.T) {
+			t.Parallel()
+			n := netns.New(t)
+			n.AddHost("a")
+			n.AddHost("b")
+			out, err := exec.Command("ip", "-4", "-o", "addr", "show").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := strings.Count(string(out), " "+n.Gateway+"/24 "); c != 1 {
+				t.Errorf("%d interfaces hold the gateway %s; want only this network's bridge", c, n.Gateway)
+			}
+		})
+	}
+}
