@@ -233,7 +233,7 @@ func TestRequestShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.List(t.Context(), client.ListParams{Status: client.StatusFailed, Limit: 20, Cursor: "9"}); err != nil {
+	if _, err := c.List(t.Context(), client.ListParams{Status: client.StatusFailed, Queue: "mail", Limit: 20, Cursor: "9"}); err != nil {
 		t.Fatal(err)
 	}
 	r := s.requests[0]
@@ -249,7 +249,7 @@ func TestRequestShape(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("body %v\nwant %v", got, want)
 	}
-	if r := s.requests[1]; r.URL.String() != "/jobs?cursor=9&limit=20&status=failed" || r.Header.Get("Authorization") != "Bearer jwt-2" {
+	if r := s.requests[1]; r.URL.String() != "/jobs?cursor=9&limit=20&queue=mail&status=failed" || r.Header.Get("Authorization") != "Bearer jwt-2" {
 		t.Errorf("list request %s with Authorization %q", r.URL, r.Header.Get("Authorization"))
 	}
 }

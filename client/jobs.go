@@ -347,6 +347,8 @@ type ListParams struct {
 	Status string
 	// Name keeps jobs of one type.
 	Name string
+	// Queue keeps jobs of one queue.
+	Queue string
 	// Limit is the page size, 1..1000 (server default 50). A page may hold
 	// fewer jobs when their payloads are large; follow NextCursor.
 	Limit int
@@ -359,6 +361,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (*JobPage, error) {
 	q := url.Values{}
 	set(q, "status", p.Status)
 	set(q, "name", p.Name)
+	set(q, "queue", p.Queue)
 	set(q, "cursor", p.Cursor)
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
