@@ -26,6 +26,9 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 		for i := range out.Deliveries {
 			d := &out.Deliveries[i]
 			switch {
+			case out.Codec >= wire.CodecLogs:
+				vals[i] = wire.AppendDeliveryForLogs(nil, d)
+				continue
 			case out.Codec >= wire.CodecBatch:
 				vals[i] = wire.AppendDeliveryForBatches(nil, d)
 				continue
@@ -48,8 +51,9 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 }
 
 // Outbox is one worker's deliveries of a dispatch round, and the newest
-// codec its heartbeats announce (wire.CodecJSON, wire.CodecBinary, or
-// wire.CodecBatch: it may send result batches, which this leader reads).
+// codec its heartbeats announce (wire.CodecJSON, wire.CodecBinary,
+// wire.CodecBatch: it may send result batches, which this leader reads, or
+// wire.CodecLogs: also results with logs).
 type Outbox struct {
 	Deliveries []wire.Delivery
 	Codec      int
@@ -80,8 +84,8 @@ func (q *Queue) DropWorkerQueues(ctx context.Context, workerID string) error {
 //	ARGV     lease tokens, as decimal strings
 //
 // A binary delivery (wire.AppendDelivery) starts with its token in decimal
-// after the magic byte (\1, or \2 from a leader that reads result
-// batches) and before a \0. A JSON delivery's token is the
+// after the magic byte (\1, \2 from a leader that reads result
+// batches, or \3 from one that also reads logs) and before a \0. A JSON delivery's token is the
 // last "lease_token":N in it (the field comes after the payload, which may
 // hold a key of that name). Matching the text avoids cjson, which reads
 // 63-bit tokens as lossy doubles.
@@ -90,7 +94,7 @@ local drop = {}
 for i = 1, #ARGV do drop[ARGV[i]] = true end
 local n = 0
 for _, v in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  local tok = string.match(v, '^[\1\2](%d+)%z')
+  local tok = string.match(v, '^[\1\2\3](%d+)%z')
   if not tok then
     for t in string.gmatch(v, '"lease_token":(%d+)') do tok = t end
   end
@@ -170,6 +174,8 @@ func (q *Queue) Receive(ctx context.Context, workerID string, max int, block tim
 			q.resultCodec.Store(wire.CodecBinary)
 		case wire.BatchMagic:
 			q.resultCodec.Store(wire.CodecBatch)
+		case wire.LogsMagic:
+			q.resultCodec.Store(wire.CodecLogs)
 		default:
 			q.resultCodec.Store(wire.CodecJSON)
 		}

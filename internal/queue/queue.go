@@ -27,8 +27,8 @@ type Queue struct {
 	keys Keys
 	// resultCodec is how the leader reads results, as the latest delivery
 	// said (a worker's side; see wire/codec.go): wire.CodecJSON until a
-	// binary one came and after a JSON one, else wire.CodecBinary or
-	// wire.CodecBatch.
+	// binary one came and after a JSON one, else wire.CodecBinary,
+	// wire.CodecBatch or wire.CodecLogs.
 	resultCodec atomic.Int32
 }
 

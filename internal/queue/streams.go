@@ -195,14 +195,18 @@ func (q *Queue) SendResults(ctx context.Context, rs []wire.Result) error {
 	}
 	codec := q.resultCodec.Load()
 	pipe := q.rdb.Pipeline()
-	if codec == wire.CodecBatch {
+	if codec >= wire.CodecBatch {
+		appendBatch := wire.AppendResultBatch
+		if codec >= wire.CodecLogs {
+			appendBatch = wire.AppendResultBatchWithLogs
+		}
 		for len(rs) > 0 {
 			n, size := 0, 0
 			for n < len(rs) && n < maxBatchResults && (n == 0 || size < maxBatchBytes) {
-				size += len(rs[n].Result) + len(rs[n].Error) + len(rs[n].Message)
+				size += len(rs[n].Result) + len(rs[n].Error) + len(rs[n].Message) + logsSize(rs[n].Logs)
 				n++
 			}
-			pipe.XAdd(ctx, &redis.XAddArgs{Stream: q.keys.Results(), Values: []any{"b", wire.AppendResultBatch(nil, rs[:n])}})
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: q.keys.Results(), Values: []any{"b", appendBatch(nil, rs[:n])}})
 			rs = rs[n:]
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -227,6 +231,18 @@ func (q *Queue) SendResults(ctx context.Context, rs []wire.Result) error {
 		return fmt.Errorf("send results: %w", err)
 	}
 	return nil
+}
+
+// logsSize is about what logs add to a result's binary form.
+func logsSize(l *wire.Logs) int {
+	if l == nil {
+		return 0
+	}
+	n := 0
+	for i := range l.Lines {
+		n += len(l.Lines[i].Message) + len(l.Lines[i].Level) + 10
+	}
+	return n
 }
 
 // ReceivedResult is a decoded result and its stream id (for Ack).
@@ -333,6 +349,9 @@ func DecodeResult(b []byte) (wire.Result, error) {
 	if len(r.Result) > 0 && !json.Valid(r.Result) {
 		return r, fmt.Errorf("decode result: result is not JSON")
 	}
+	// Lines beyond the bounds are cut or dropped, never the result for
+	// them: its outcome matters more than its logs.
+	r.Logs.Bound()
 	return r, nil
 }
 

@@ -49,12 +49,24 @@ import (
 // (an older leader) turns the worker back to one entry per result.
 //
 //	batch:    BatchMagic, count, then count times: length, result
+//
+// Logs. A worker that announces CodecLogs and has received a delivery
+// that starts with LogsMagic (its leader reads results with logs) may end
+// a result's binary form with its Logs: after finished at, the dropped
+// count, the line count, then per line its time, level and message. A
+// result without logs ends at finished at, as before. An older leader
+// refuses trailing bytes, so a worker whose leader did not say it reads
+// them leaves them out (or sends JSON, whose unknown fields any leader
+// ignores).
+//
+//	logs:     dropped, count, then count times: time, level, message
 
 // Codecs a worker can announce in Heartbeat.Codec.
 const (
 	CodecJSON   = 0 // JSON only (workers before the binary codec)
 	CodecBinary = 1 // also the binary codec of this file
 	CodecBatch  = 2 // also result batches
+	CodecLogs   = 3 // also results that end with logs
 )
 
 // BinaryMagic is the first byte of every binary-coded message but those
@@ -65,8 +77,14 @@ const BinaryMagic = 0x01
 // result batches, and of a result batch.
 const BatchMagic = 0x02
 
+// LogsMagic is the first byte of a delivery from a leader that reads
+// result batches whose results may end with logs.
+const LogsMagic = 0x03
+
 // IsBinary reports whether b is a binary-coded message.
-func IsBinary(b []byte) bool { return len(b) > 0 && (b[0] == BinaryMagic || b[0] == BatchMagic) }
+func IsBinary(b []byte) bool {
+	return len(b) > 0 && (b[0] == BinaryMagic || b[0] == BatchMagic || b[0] == LogsMagic)
+}
 
 var errShort = errors.New("truncated message")
 
@@ -76,6 +94,10 @@ func AppendDelivery(b []byte, d *Delivery) []byte { return appendDelivery(b, Bin
 // AppendDeliveryForBatches appends the binary form of d to b, marked as
 // from a leader that reads result batches.
 func AppendDeliveryForBatches(b []byte, d *Delivery) []byte { return appendDelivery(b, BatchMagic, d) }
+
+// AppendDeliveryForLogs appends the binary form of d to b, marked as from
+// a leader that reads result batches with logs.
+func AppendDeliveryForLogs(b []byte, d *Delivery) []byte { return appendDelivery(b, LogsMagic, d) }
 
 func appendDelivery(b []byte, magic byte, d *Delivery) []byte {
 	b = append(b, magic)
@@ -122,7 +144,7 @@ func ParseDelivery(b []byte) (Delivery, error) {
 	return d, r.done()
 }
 
-// AppendResult appends the binary form of r to b.
+// AppendResult appends the binary form of r to b, without its logs.
 func AppendResult(b []byte, r *Result) []byte {
 	b = append(b, BinaryMagic)
 	b = binary.AppendUvarint(b, uint64(r.JobID))
@@ -137,6 +159,24 @@ func AppendResult(b []byte, r *Result) []byte {
 	b = appendString(b, r.Message)
 	b = appendTime(b, r.StartedAt)
 	return appendTime(b, r.FinishedAt)
+}
+
+// AppendResultWithLogs appends the binary form of r to b, with its logs
+// when it has any: only for a leader that reads them (LogsMagic).
+func AppendResultWithLogs(b []byte, r *Result) []byte {
+	b = AppendResult(b, r)
+	if r.Logs == nil {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(max(r.Logs.Dropped, 0)))
+	b = binary.AppendUvarint(b, uint64(len(r.Logs.Lines)))
+	for i := range r.Logs.Lines {
+		l := &r.Logs.Lines[i]
+		b = appendTime(b, l.Time)
+		b = appendString(b, l.Level)
+		b = appendString(b, l.Message)
+	}
+	return b
 }
 
 // ParseResult decodes the binary form of a result. Result shares b's
@@ -159,17 +199,45 @@ func ParseResult(b []byte) (Result, error) {
 	res.Message = r.string()
 	res.StartedAt = r.time()
 	res.FinishedAt = r.time()
+	if r.err == nil && len(r.b) > 0 {
+		res.Logs = r.logs()
+	}
 	return res, r.done()
 }
 
+// logs reads the logs section of a result.
+func (r *reader) logs() *Logs {
+	l := &Logs{Dropped: r.int64()}
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b))/3 {
+		r.fail("line count beyond the result's length") // each line takes at least 3 bytes
+	}
+	if r.err != nil {
+		return nil
+	}
+	l.Lines = make([]LogLine, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		l.Lines = append(l.Lines, LogLine{Time: r.time(), Level: r.string(), Message: r.string()})
+	}
+	return l
+}
+
 // AppendResultBatch appends a batch of the results rs to b (an empty
-// batch for no result).
-func AppendResultBatch(b []byte, rs []Result) []byte {
+// batch for no result), without their logs.
+func AppendResultBatch(b []byte, rs []Result) []byte { return appendResultBatch(b, rs, AppendResult) }
+
+// AppendResultBatchWithLogs appends a batch of the results rs to b, with
+// their logs: only for a leader that reads them (LogsMagic).
+func AppendResultBatchWithLogs(b []byte, rs []Result) []byte {
+	return appendResultBatch(b, rs, AppendResultWithLogs)
+}
+
+func appendResultBatch(b []byte, rs []Result, appendOne func([]byte, *Result) []byte) []byte {
 	b = append(b, BatchMagic)
 	b = binary.AppendUvarint(b, uint64(len(rs)))
 	var one []byte
 	for i := range rs {
-		one = AppendResult(one[:0], &rs[i])
+		one = appendOne(one[:0], &rs[i])
 		b = appendBytes(b, one)
 	}
 	return b

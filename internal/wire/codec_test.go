@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -212,4 +214,93 @@ func BenchmarkResultCodec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A result's logs survive the binary form; without logs it is byte for
+// byte what a leader before logs reads, and a line count its length
+// cannot hold is refused.
+func TestResultWithLogsRoundTrip(t *testing.T) {
+	r := sampleResult()
+	r.Logs = &Logs{Dropped: 3, Lines: []LogLine{
+		{Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Level: "INFO", Message: "sent to=ada@example.com n=2"},
+		{Time: time.Date(2026, 1, 2, 3, 4, 5, 7, time.UTC), Level: "ERROR", Message: "é"},
+	}}
+	b := AppendResultWithLogs(nil, &r)
+	got, err := ParseResult(b)
+	if err != nil {
+		t.Fatalf("ParseResult: %v", err)
+	}
+	if !reflect.DeepEqual(got, r) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
+	}
+	plain := r
+	plain.Logs = nil
+	if string(AppendResult(nil, &r)) != string(AppendResult(nil, &plain)) {
+		t.Error("AppendResult wrote the logs")
+	}
+	if string(AppendResultWithLogs(nil, &plain)) != string(AppendResult(nil, &plain)) {
+		t.Error("a result without logs is not its plain binary form")
+	}
+	batch := AppendResultBatchWithLogs(nil, []Result{r, plain})
+	parts, err := SplitResultBatch(batch)
+	if err != nil || len(parts) != 2 {
+		t.Fatalf("SplitResultBatch: %d parts, %v", len(parts), err)
+	}
+	if got, err := ParseResult(parts[0]); err != nil || got.Logs == nil || len(got.Logs.Lines) != 2 {
+		t.Errorf("batch result 0: %+v, %v", got.Logs, err)
+	}
+	for _, cut := range []int{1, 2, 5} {
+		if _, err := ParseResult(b[:len(b)-cut]); err == nil {
+			t.Errorf("a result with logs cut by %d bytes parsed", cut)
+		}
+	}
+	huge := binary.AppendUvarint(binary.AppendUvarint(AppendResult(nil, &plain), 0), 1<<40)
+	if _, err := ParseResult(huge); err == nil {
+		t.Error("a line count of 2^40 in a few bytes parsed")
+	}
+}
+
+func TestDeliveryForLogs(t *testing.T) {
+	d := sampleDelivery()
+	b := AppendDeliveryForLogs(nil, &d)
+	if b[0] != LogsMagic || !IsBinary(b) {
+		t.Fatalf("first byte %#x", b[0])
+	}
+	got, err := ParseDelivery(b)
+	if err != nil || !reflect.DeepEqual(got, d) {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+}
+
+// Bound keeps the newest lines within MaxAttemptLogBytes, counts the
+// others, and cuts and cleans each line.
+func TestLogsBound(t *testing.T) {
+	var nilLogs *Logs
+	nilLogs.Bound()
+	line := LogLine{Level: "INFO", Message: "a\x00b"}
+	l := &Logs{Dropped: -5}
+	for range 200 {
+		l.Lines = append(l.Lines, LogLine{Level: "INFO\x00", Message: "abc\xff" + strings.Repeat("a", MaxLogLineBytes)})
+	}
+	l.Lines = append(l.Lines, line, LogLine{Level: "VERYVERYLONGLEVELNAME", Message: string(make([]byte, 0))})
+	l.Bound()
+	size := 0
+	for _, ln := range l.Lines {
+		size += ln.Size()
+		if len(ln.Level) > MaxLogLevelLen || len(ln.Message) > MaxLogLineBytes {
+			t.Fatalf("line not cut: %d, %d", len(ln.Level), len(ln.Message))
+		}
+	}
+	if size > MaxAttemptLogBytes || l.Dropped+int64(len(l.Lines)) != 202 || l.Dropped == 0 {
+		t.Errorf("kept %d lines of %d bytes, dropped %d", len(l.Lines), size, l.Dropped)
+	}
+	if l.Lines[len(l.Lines)-2].Message != "ab" {
+		t.Errorf("NUL not dropped: %q", l.Lines[len(l.Lines)-2].Message)
+	}
+	if last := l.Lines[len(l.Lines)-1]; last.Level != "VERYVERYLONGLEVE" {
+		t.Errorf("newest line %+v not kept", last)
+	}
+	if first := l.Lines[0]; first.Level != "INFO" || first.Message[:6] != "abc\uFFFD" {
+		t.Errorf("line not cleaned: %q %q", first.Level, first.Message[:8])
+	}
 }

@@ -86,6 +86,9 @@ type Result struct {
 	Message    string          `json:"message,omitempty"`  // outcome progress: at most MaxProgressMessage characters
 	StartedAt  time.Time       `json:"started_at"`
 	FinishedAt time.Time       `json:"finished_at"`
+	// Logs are the lines the handler logged since the attempt's previous
+	// report (logs.go); nil: none.
+	Logs *Logs `json:"logs,omitempty"`
 }
 
 // InFlight names one job a worker holds, for lease extension, and says
@@ -123,7 +126,7 @@ type Heartbeat struct {
 	Stopped    bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
 	Credential string     `json:"credential,omitempty"`
 	// Codec is the newest codec of deliveries the worker reads (codec.go):
-	// CodecJSON (0, omitted), CodecBinary or CodecBatch.
+	// CodecJSON (0, omitted), CodecBinary, CodecBatch or CodecLogs.
 	Codec int `json:"codec,omitempty"`
 	// Protocol is the worker protocol version the worker speaks
 	// (ProtocolVersion); 0 or omitted means 1.

@@ -38,6 +38,8 @@ var schemaFiles = []struct {
 	{reflect.TypeFor[wire.Heartbeat](), "heartbeat.schema.json", ""},
 	{reflect.TypeFor[wire.InFlight](), "heartbeat.schema.json", "in_flight"},
 	{reflect.TypeFor[wire.QueueWeight](), "heartbeat.schema.json", "queue_weight"},
+	{reflect.TypeFor[wire.Logs](), "result.schema.json", "logs"},
+	{reflect.TypeFor[wire.LogLine](), "result.schema.json", "log_line"},
 }
 
 // neverNull are the slices without omitempty that the Go code never sends
@@ -96,6 +98,8 @@ func jsonType(t reflect.Type) string {
 		return ""
 	case t == timeType:
 		return "string"
+	case t.Kind() == reflect.Pointer:
+		return jsonType(t.Elem())
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -198,7 +202,12 @@ func TestSchemasMatchGoTypes(t *testing.T) {
 				if f.typ == timeType && prop["format"] != "date-time" {
 					t.Errorf("%s: a time; want format date-time, have %v", f.name, prop["format"])
 				}
-				if f.typ.Kind() == reflect.Slice && f.typ.Elem().Kind() == reflect.Struct {
+				if f.typ.Kind() == reflect.Pointer && f.typ.Elem().Kind() == reflect.Struct {
+					if ref := defOf[f.typ.Elem()]; prop["$ref"] != ref {
+						t.Errorf("%s: $ref %v; want %q", f.name, prop["$ref"], ref)
+					}
+				}
+				if f.typ.Kind() == reflect.Slice && f.typ.Elem().Kind() == reflect.Struct && f.typ.Elem() != timeType {
 					items, _ := prop["items"].(map[string]any)
 					if ref := defOf[f.typ.Elem()]; items == nil || items["$ref"] != ref {
 						t.Errorf("%s: items %v; want {\"$ref\": %q}", f.name, items, ref)
@@ -246,7 +255,8 @@ func TestSchemaBoundsMatchGoConstants(t *testing.T) {
 	}{
 		{"result progress maximum", prop("result.schema.json", "properties", "progress")["maximum"], wire.MaxProgress},
 		{"result message maxLength", prop("result.schema.json", "properties", "message")["maxLength"], wire.MaxProgressMessage},
-		{"heartbeat codec maximum", prop("heartbeat.schema.json", "properties", "codec")["maximum"], wire.CodecBatch},
+		{"heartbeat codec maximum", prop("heartbeat.schema.json", "properties", "codec")["maximum"], wire.CodecLogs},
+		{"log line level maxLength", prop("result.schema.json", "$defs", "log_line", "properties", "level")["maxLength"], wire.MaxLogLevelLen},
 		{"heartbeat protocol minimum", prop("heartbeat.schema.json", "properties", "protocol")["minimum"], wire.MinProtocolVersion},
 		{"heartbeat queues maxItems", prop("heartbeat.schema.json", "properties", "queues")["maxItems"], wire.MaxWorkerQueues},
 		{"queue weight maximum", prop("heartbeat.schema.json", "$defs", "queue_weight", "properties", "weight")["maximum"], wire.MaxQueueWeight},
@@ -330,6 +340,10 @@ func TestGoMessagesValidate(t *testing.T) {
 			Error: "worker shut down", Reason: "shutdown", StartedAt: now, FinishedAt: now}},
 		{"progress", "result", wire.Result{JobID: 42, LeaseToken: 7, WorkerID: "w", Attempt: 1, Outcome: wire.OutcomeProgress,
 			Progress: 100, Message: strings.Repeat("é", wire.MaxProgressMessage), StartedAt: now}},
+		{"completed with logs", "result", wire.Result{JobID: 42, LeaseToken: 7, WorkerID: "w", Attempt: 1, Outcome: wire.OutcomeCompleted,
+			StartedAt: now, FinishedAt: now, Logs: &wire.Logs{Dropped: 2, Lines: []wire.LogLine{{Time: now, Level: "INFO", Message: "sent n=1"}}}}},
+		{"progress with empty logs", "result", wire.Result{JobID: 42, LeaseToken: 7, WorkerID: "w", Attempt: 1, Outcome: wire.OutcomeProgress,
+			StartedAt: now, Logs: &wire.Logs{}}},
 		{"full heartbeat", "heartbeat", wire.Heartbeat{WorkerID: "host-1234", JobTypes: []string{"email.send", "*"},
 			Queues: []wire.QueueWeight{{Name: "critical", Weight: 6}, {Name: "low", Weight: 0}}, Concurrency: 8, Prefetch: 32,
 			InFlight: []wire.InFlight{{JobID: 42, LeaseToken: bigToken, Started: true, RunMillis: 1500}, {JobID: 43, LeaseToken: 9, Waiting: true}, {JobID: 44, LeaseToken: 10}},
@@ -371,6 +385,8 @@ func TestSchemasRefuseBadMessages(t *testing.T) {
 		{"result: progress 101", "result", `{"job_id":42,"lease_token":7,"worker_id":"w","attempt":1,"outcome":"progress","progress":101,"started_at":` + ts + `,"finished_at":` + ts + `}`},
 		{"result: attempt a float", "result", `{"job_id":42,"lease_token":7,"worker_id":"w","attempt":1.5,"outcome":"completed","started_at":` + ts + `,"finished_at":` + ts + `}`},
 		{"result: an unknown field", "result", `{"job_id":42,"lease_token":7,"worker_id":"w","attempt":1,"outcome":"completed","retry":true,"started_at":` + ts + `,"finished_at":` + ts + `}`},
+		{"result: a log line without a level", "result", `{"job_id":42,"lease_token":7,"worker_id":"w","attempt":1,"outcome":"completed","started_at":` + ts + `,"finished_at":` + ts + `,"logs":{"lines":[{"time":` + ts + `,"message":"x"}]}}`},
+		{"result: logs dropped -1", "result", `{"job_id":42,"lease_token":7,"worker_id":"w","attempt":1,"outcome":"completed","started_at":` + ts + `,"finished_at":` + ts + `,"logs":{"lines":[],"dropped":-1}}`},
 		{"heartbeat: concurrency 0", "heartbeat", `{"worker_id":"w","job_types":["*"],"concurrency":0,"in_flight":[],"sent_at":` + ts + `}`},
 		{"heartbeat: no in_flight", "heartbeat", `{"worker_id":"w","job_types":["*"],"concurrency":1,"sent_at":` + ts + `}`},
 		{"heartbeat: job_types a string", "heartbeat", `{"worker_id":"w","job_types":"*","concurrency":1,"in_flight":[],"sent_at":` + ts + `}`},
