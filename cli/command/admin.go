@@ -26,11 +26,13 @@ func (a *app) queuesCmd() *cobra.Command {
 			}
 			return emit(a, listing[client.QueueInfo]{
 				whole: map[string]any{"queues": qs}, items: qs,
-				id:     func(q client.QueueInfo) string { return q.Name },
-				header: []string{"NAME", "PAUSED", "CAP", "DEPTH", "PENDING", "OLDEST", "RUNNING", "DONE/MIN", "FAILED/MIN"},
+				id: func(q client.QueueInfo) string { return q.Name },
+				// The headers are GET /queues' field names, the words the console uses too.
+				header: []string{"NAME", "PAUSED", "CONCURRENCY", "DEPTH", "PENDING", "OLDEST PENDING SECONDS", "RUNNING",
+					"COMPLETED PER MINUTE", "FAILED PER MINUTE"},
 				row: func(q client.QueueInfo) []string {
 					return []string{q.Name, fmt.Sprint(q.Paused), fmt.Sprint(q.Concurrency), itoa(q.Depth), itoa(q.Pending),
-						fmt.Sprintf("%.0fs", q.OldestPendingSeconds), itoa(q.Running), itoa(q.CompletedPerMinute), itoa(q.FailedPerMinute)}
+						fmt.Sprintf("%.1f", q.OldestPendingSeconds), itoa(q.Running), itoa(q.CompletedPerMinute), itoa(q.FailedPerMinute)}
 				},
 			})
 		}),
@@ -230,7 +232,7 @@ func statsFields(st *client.Stats) [][2]string {
 		fields = append(fields, [2]string{strings.ToUpper(s), itoa(st.Jobs[s])})
 	}
 	fields = append(fields, [2]string{"QUEUE DEPTH", itoa(st.QueueDepth)}, [2]string{"DLQ DEPTH", itoa(st.DLQDepth)},
-		[2]string{"OLDEST PENDING", fmt.Sprintf("%.1fs", st.OldestPendingSeconds)})
+		[2]string{"OLDEST PENDING SECONDS", fmt.Sprintf("%.1f", st.OldestPendingSeconds)})
 	keys := make([]string, 0, len(st.Workers))
 	for k := range st.Workers {
 		keys = append(keys, k)

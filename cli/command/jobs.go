@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,8 +136,8 @@ func jobOutcome(j *client.Job) error {
 
 // filters are the ls filters that bulk forms take too.
 type filters struct {
-	status, name string
-	all          bool
+	status, name, queue string
+	all                 bool
 }
 
 func (fl *filters) add(cmd *cobra.Command, withStatus bool) {
@@ -146,6 +147,7 @@ func (fl *filters) add(cmd *cobra.Command, withStatus bool) {
 			"completed", "failed", "canceled"}, cobra.ShellCompDirectiveNoFileComp))
 	}
 	cmd.Flags().StringVar(&fl.name, "name", "", "only jobs of this type")
+	cmd.Flags().StringVar(&fl.queue, "queue", "", "only jobs of this queue")
 }
 
 func (a *app) jobsCmd() *cobra.Command {
@@ -172,10 +174,11 @@ func (a *app) jobsLsCmd() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List jobs, newest first",
 		Example: `  dtsctl jobs ls --status failed --limit 20
-  dtsctl jobs ls --name send_email --all -o jsonl`,
+  dtsctl jobs ls --name send_email --all -o jsonl
+  dtsctl jobs ls --queue reports --status pending -q`,
 		Args: cobra.NoArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			p := client.ListParams{Status: fl.status, Name: fl.name, Limit: limit, Cursor: cursor}
+			p := client.ListParams{Status: fl.status, Name: fl.name, Queue: fl.queue, Limit: limit, Cursor: cursor}
 			var page *client.JobPage
 			if fl.all {
 				page = &client.JobPage{Jobs: []client.Job{}}
@@ -422,7 +425,9 @@ func (a *app) jobsWatchCmd() *cobra.Command {
 // actionCmd is a command that acts on jobs by id (ID...) or, with the ls
 // filters or --all, on every job they select (POST /jobs/bulk), which
 // needs --yes, or --dry-run to print how many jobs it would change.
-// status, when set, is a fixed status filter (dlq commands).
+// status, when set, is a fixed status filter (dlq commands). The API
+// runs an action by queue only in the background: with --queue, --yes
+// starts the operation and waits for its end, as if it were not.
 func (a *app) actionCmd(use, action, status, short, example string) *cobra.Command {
 	var fl filters
 	var dryRun, yes, background bool
@@ -431,9 +436,9 @@ func (a *app) actionCmd(use, action, status, short, example string) *cobra.Comma
 		Short:   short,
 		Example: example,
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			filtered := fl.all || fl.status != "" || fl.name != "" || status != ""
+			filtered := fl.all || fl.status != "" || fl.name != "" || fl.queue != "" || status != ""
 			if len(args) > 0 {
-				if filtered && status == "" || fl.all || fl.name != "" {
+				if filtered && status == "" || fl.all || fl.name != "" || fl.queue != "" {
 					return usagef("give ids or filters, not both")
 				}
 				if dryRun || yes || background {
@@ -442,13 +447,16 @@ func (a *app) actionCmd(use, action, status, short, example string) *cobra.Comma
 				return eachID(a, args, func(id string) error { return a.act(cmd, action, id) })
 			}
 			if !filtered {
-				return usagef("give ids, or filters (--status, --name, or --all for every job)")
+				return usagef("give ids, or filters (--status, --name, --queue, or --all for every job)")
 			}
-			req := client.BulkRequest{Action: action, Status: first(status, fl.status), Name: fl.name, DryRun: true}
+			req := client.BulkRequest{Action: action, Status: first(status, fl.status), Name: fl.name, Queue: fl.queue, DryRun: true}
 			if !dryRun && !yes {
 				return usagef("a %s by filter changes every job it selects: add --dry-run to count them or --yes to go ahead", use)
 			}
 			req.DryRun, req.Background = dryRun, background
+			if fl.queue != "" && !dryRun && !background {
+				return a.bulkAndWait(cmd.Context(), req)
+			}
 			res, err := a.c.Bulk(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -486,6 +494,57 @@ func (a *app) actionCmd(use, action, status, short, example string) *cobra.Comma
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "act on every job the filters select")
 	cmd.Flags().BoolVar(&background, "background", false, "with --yes: run as a background operation, in batches, and print its id")
 	return cmd
+}
+
+// bulkAndWait runs req as a background operation, waits for its end and
+// prints what a bulk action run at once prints (-o json: the operation).
+func (a *app) bulkAndWait(ctx context.Context, req client.BulkRequest) error {
+	req.Background = true
+	res, err := a.c.Bulk(ctx, req)
+	if err != nil {
+		return err
+	}
+	op := &client.Operation{OperationID: res.OperationID, Action: req.Action, State: client.OperationDone}
+	if res.OperationID != "" {
+		if op, err = a.waitOperation(ctx, res.OperationID); err != nil {
+			return err
+		}
+	}
+	switch {
+	case a.output != "table":
+		err = emitOne(a, op, op.OperationID, nil)
+	case a.quiet:
+		_, err = fmt.Fprintln(a.env.Stdout, op.Affected)
+	default:
+		_, err = fmt.Fprintf(a.env.Stdout, "%s: %d of %d jobs\n", req.Action, op.Affected, op.Matched)
+	}
+	if err == nil && op.State != client.OperationDone {
+		err = fmt.Errorf("operation %s ended %s after %d of %d jobs: %s", op.OperationID, op.State, op.Processed, op.Matched,
+			orDash(op.Error))
+	}
+	return err
+}
+
+// waitOperation polls an operation until it is no longer running.
+func (a *app) waitOperation(ctx context.Context, id string) (*client.Operation, error) {
+	pause := 20 * time.Millisecond
+	for {
+		op, err := a.c.Operation(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if op.State != client.OperationRunning {
+			return op, nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("wait for operation %s (dtsctl operations get %s): %w", id, id, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // act runs one action on one job and prints its answer.

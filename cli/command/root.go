@@ -121,7 +121,7 @@ func newRoot(env Env) *cobra.Command {
 		Use:   "dtsctl",
 		Short: "Operate a dts cluster through the submitter's HTTP API",
 		Long: `dtsctl submits, inspects and manages dts jobs, the dead-letter queue, queues,
-workers and API keys, through the submitter's public HTTP API.
+schedules, workers and API keys, through the submitter's public HTTP API.
 
 Server and token come from --server/--token, else DTSCTL_SERVER/DTSCTL_TOKEN,
 else the profile (--profile, DTSCTL_PROFILE, or the file's current-profile) of
@@ -146,7 +146,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 authentication or scope.`,
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "jsonl"}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.submitCmd(), a.jobsCmd(), a.dlqCmd(), a.queuesCmd(), a.limitsCmd(), a.workersCmd(), a.statsCmd(),
-		a.topCmd(), a.tokenCmd(), a.auditCmd(), a.operationsCmd())
+		a.topCmd(), a.tokenCmd(), a.auditCmd(), a.operationsCmd(), a.schedulesCmd(), a.versionCmd())
 	return root
 }
 
@@ -197,10 +197,11 @@ func (a *app) setup(cmd *cobra.Command) error {
 		cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
 		return nil
 	}
-	switch a.output {
-	case "table", "json", "jsonl":
-	default:
-		return runError{usagef("--output %q: must be table, json or jsonl", a.output)}
+	if cmd.Name() == "version" && cmd.Parent() == cmd.Root() {
+		return a.checkOutput() // needs no server, token or config file
+	}
+	if err := a.checkOutput(); err != nil {
+		return err
 	}
 	prof, err := a.loadProfile()
 	if err != nil {
@@ -214,6 +215,14 @@ func (a *app) setup(cmd *cobra.Command) error {
 	}
 	a.c = c
 	return nil
+}
+
+func (a *app) checkOutput() error {
+	switch a.output {
+	case "table", "json", "jsonl":
+		return nil
+	}
+	return runError{usagef("--output %q: must be table, json or jsonl", a.output)}
 }
 
 func (a *app) loadProfile() (Profile, error) {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -394,8 +395,22 @@ func TestQueues(t *testing.T) {
 		t.Errorf("cap = %q", got)
 	}
 	table := s.ok("queues", "ls")
-	if !strings.Contains(table, "CAP") || !regexp.MustCompile(`(?m)^reports\s+true\s+3\s+1\s+1\s`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^reports\s+true\s+3\s+1\s+1\s`).MatchString(table) {
 		t.Errorf("queues ls =\n%s", table)
+	}
+	// The columns are the API's fields, in its words: one vocabulary.
+	header := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(strings.SplitN(table, "\n", 2)[0]), -1)
+	var fields []string
+	for f := range s.api("/queues").(map[string]any)["queues"].([]any)[0].(map[string]any) {
+		fields = append(fields, f)
+	}
+	for i, h := range header {
+		header[i] = strings.ReplaceAll(strings.ToLower(h), " ", "_")
+	}
+	slices.Sort(header)
+	slices.Sort(fields)
+	if !slices.Equal(header, fields) {
+		t.Errorf("queues ls columns %v, GET /queues fields %v", header, fields)
 	}
 	if got := s.ok("queues", "resume", "reports"); got != "reports resumed\n" {
 		t.Errorf("resume = %q", got)
