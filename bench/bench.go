@@ -71,6 +71,9 @@ type RedisInfo struct {
 type Settings struct {
 	Scenarios     []string `json:"scenarios"`
 	Workers       int      `json:"workers"`
+	// WorkersPerProcess is above 1 when the workers ran in fleetworker
+	// processes.
+	WorkersPerProcess int `json:"workers_per_process,omitempty"`
 	Concurrency   int      `json:"concurrency"`
 	SubmitClients int      `json:"submit_clients"`
 	BatchSize     int      `json:"batch_size"`
@@ -101,7 +104,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
 	rep := &Report{StartedAt: time.Now(), Machine: describeMachine(), Settings: Settings{
-		Scenarios: cfg.Scenarios, Workers: cfg.Workers, Concurrency: cfg.Concurrency,
+		Scenarios: cfg.Scenarios, Workers: cfg.Workers, WorkersPerProcess: cfg.WorkersPerProcess, Concurrency: cfg.Concurrency,
 		SubmitClients: cfg.SubmitClients, BatchSize: cfg.BatchSize,
 		ServiceDefaults: "heartbeat 1s x 3 misses, lease 10s, claim batch 1000, poll 250ms, LOG_LEVEL=" + cfg.LogLevel,
 		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams,

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/internal/pgtest"
@@ -19,6 +22,9 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	pgtest.Cleanup()
 	redistest.Cleanup()
 	if code == 0 {
@@ -43,6 +49,7 @@ func TestQuickRun(t *testing.T) {
 		ExistingDatabase: true,
 		RedisURL:         redistest.URL(),
 		RedisPrefix:      redistest.Prefix(t),
+		BinDir:           builtBinaries(t),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -135,4 +142,82 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// builtBinaries builds the services and the fleetworker once for every
+// test of the binary; TestMain removes them.
+func builtBinaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "dts-bench-bin-"); buildErr == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			buildErr = buildBinaries(ctx, binDir)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// TestQuickFleet runs 6 workers of 8 slots, three to a fleetworker
+// process: every worker registers under its own id and takes part in the
+// drain, and the report lists the two processes.
+func TestQuickFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the services and runs a cluster")
+	}
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	cfg := Quick(Config{
+		DatabaseURL:      db,
+		ExistingDatabase: true,
+		RedisURL:         redistest.URL(),
+		RedisPrefix:      redistest.Prefix(t),
+		BinDir:           builtBinaries(t),
+		Scenarios:        []string{ScenarioDrain},
+	})
+	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency = 6, 3, 8
+	cfg.DrainJobs = 600
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
+		t.Fatalf("drain: %+v, want all %d jobs completed", d, cfg.DrainJobs)
+	}
+	for _, name := range []string{"worker-1", "worker-2"} {
+		if u := use(rep.Drain.Resources, name); u == nil || u.PeakRSSMB <= 0 {
+			t.Errorf("drain resources: %s: %+v", name, u)
+		}
+	}
+	if u := use(rep.Drain.Resources, "worker-3"); u != nil {
+		t.Errorf("drain resources list a third worker process: %+v", u)
+	}
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT DISTINCT worker_id FROM jobs WHERE worker_id IS NOT NULL ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"worker-1-0", "worker-1-1", "worker-1-2", "worker-2-0", "worker-2-1", "worker-2-2"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("jobs ran on workers %v; want each of %v", ids, want)
+	}
 }

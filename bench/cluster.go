@@ -130,17 +130,32 @@ func (c *cluster) start(name, bin, addrVar string, env ...string) (*proc, error)
 // startWorkers launches n workers with concurrency slots each, all at once,
 // and returns once every one is healthy and the coordinator has registered
 // it. onStart, if set, sees each process right after it was started.
+//
+// With WorkersPerProcess above 1 the n workers run that many to a
+// fleetworker process (the last process may hold fewer).
 func (c *cluster) startWorkers(ctx context.Context, n, concurrency int, onStart func(*proc)) ([]*proc, error) {
-	ps := make([]*proc, n)
+	per := max(c.cfg.WorkersPerProcess, 1)
+	ps := make([]*proc, (n+per-1)/per)
 	for i := range ps {
 		c.mu.Lock()
 		c.seq++
 		name := fmt.Sprintf("worker-%d", c.seq)
 		c.mu.Unlock()
-		p, err := c.start(name, "worker", "WORKER_ADDR", "WORKER_ID="+name, "WORKER_CONCURRENCY="+strconv.Itoa(concurrency))
+		env := []string{"WORKER_ID=" + name, "WORKER_CONCURRENCY=" + strconv.Itoa(concurrency)}
+		bin, ids := "worker", []string{name}
+		if per > 1 {
+			size := min(per, n-i*per)
+			bin, ids = "fleetworker", nil
+			for j := range size {
+				ids = append(ids, fmt.Sprintf("%s-%d", name, j))
+			}
+			env = append(env, "FLEET_SIZE="+strconv.Itoa(size))
+		}
+		p, err := c.start(name, bin, "WORKER_ADDR", env...)
 		if err != nil {
 			return nil, err
 		}
+		p.workerIDs = ids
 		if onStart != nil {
 			onStart(p)
 		}
@@ -167,7 +182,9 @@ func (c *cluster) waitRegistered(ctx context.Context, ps []*proc) error {
 		if err == nil {
 			all := true
 			for _, p := range ps {
-				all = all && known[p.name]
+				for _, id := range p.workerIDs {
+					all = all && known[id]
+				}
 			}
 			if all {
 				return nil

@@ -50,8 +50,14 @@ type Config struct {
 
 	// Scenarios to run, a subset of Scenarios. Default all.
 	Scenarios []string
-	// Workers is the number of worker processes. Default 2.
+	// Workers is the number of workers. Default 2.
 	Workers int
+	// WorkersPerProcess runs the workers that many to a process (the
+	// fleetworker binary, each worker with its own id, connections and
+	// heartbeats), for fleets larger than the machine runs as processes.
+	// Default 1: each worker is a worker process. The recovery scenario
+	// kills a whole process.
+	WorkersPerProcess int
 	// Concurrency is each worker's WORKER_CONCURRENCY. Default 1000.
 	Concurrency int
 	// SubmitClients is the number of concurrent HTTP clients that post
@@ -142,6 +148,7 @@ func (c Config) WithDefaults() Config {
 		c.Scenarios = slices.Clone(Scenarios)
 	}
 	setInt(&c.Workers, 2)
+	setInt(&c.WorkersPerProcess, 1)
 	setInt(&c.Concurrency, 1000)
 	setInt(&c.SubmitClients, 4)
 	setInt(&c.BatchSize, 1000)
@@ -188,6 +195,12 @@ func (c Config) validate() error {
 	case c.Workers < 1:
 		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("Workers: %d, want at least 1", c.Workers)
+	case c.WorkersPerProcess < 1:
+		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
+		return fmt.Errorf("WorkersPerProcess: %d, want at least 1", c.WorkersPerProcess)
+	case c.WorkersPerProcess > 1 && slices.Contains(c.Scenarios, ScenarioRecovery):
+		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
+		return errors.New("WorkersPerProcess: the recovery scenario kills one worker process, so it needs one worker to a process")
 	case c.Concurrency < 1:
 		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("Concurrency: %d, want at least 1", c.Concurrency)

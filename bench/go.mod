@@ -3,11 +3,27 @@ module github.com/dtsched/dts/bench
 go 1.26.8
 
 require (
-	github.com/dtsched/dts/internal v0.0.0
+	github.com/dtsched/dts/internal v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 )
 
 require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/wneessen/go-mail v0.7.2 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+require (
+	github.com/dtsched/dts/worker v0.0.0
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -18,3 +34,5 @@ require (
 )
 
 replace github.com/dtsched/dts/internal => ../internal
+
+replace github.com/dtsched/dts/worker => ../worker

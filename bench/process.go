@@ -24,6 +24,9 @@ type proc struct {
 	url     string // http://127.0.0.1:PORT
 	logPath string
 	exited  chan struct{} // closed once reaped
+	// workerIDs are the ids of the workers it runs (a worker process one,
+	// a fleetworker many); none for the other services.
+	workerIDs []string
 }
 
 // startProc starts bin with env (and nothing else of our environment but
@@ -128,8 +131,12 @@ func tailFile(path string, n int) string {
 // command must run inside the dts workspace.
 func buildBinaries(ctx context.Context, dir string) error {
 	args := []string{"build", "-o", dir + "/"}
-	for _, b := range []string{"submitter", "coordinator", "worker"} {
-		args = append(args, "github.com/dtsched/dts/"+b+"/cmd/"+b)
+	for _, b := range []string{"submitter", "coordinator", "worker", "bench"} {
+		cmd := b
+		if b == "bench" {
+			cmd = "fleetworker"
+		}
+		args = append(args, "github.com/dtsched/dts/"+b+"/cmd/"+cmd)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	out, err := cmd.CombinedOutput()

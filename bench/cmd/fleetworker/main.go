@@ -1,0 +1,92 @@
+// Command fleetworker runs FLEET_SIZE dts workers in one process, each
+// with its own id (WORKER_ID-0, WORKER_ID-1, ...), its own Redis
+// connections, heartbeats and slots, and the built-in handlers. The bench
+// uses it to measure the leader against fleets larger than the machine
+// runs as processes (bench -workers-per-process); every worker in it
+// speaks the protocol exactly as a worker process does.
+//
+// Its other settings are the worker binary's: REDIS_URL, REDIS_PREFIX,
+// WORKER_CONCURRENCY, WORKER_PREFETCH, HEARTBEAT_INTERVAL, LOG_LEVEL, and
+// WORKER_ADDR, where it answers GET /healthz once every worker is made.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dtsched/dts/internal/envconf"
+	"github.com/dtsched/dts/worker"
+	"github.com/dtsched/dts/worker/builtin"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "fleetworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var e envconf.Env
+	size := e.Int("FLEET_SIZE", 1)
+	id := e.String("WORKER_ID", "fleet")
+	addr := e.String("WORKER_ADDR", "")
+	cfg := worker.Config{
+		RedisURL:          e.String("REDIS_URL", envconf.DefaultRedisURL),
+		RedisPrefix:       e.String("REDIS_PREFIX", ""),
+		Concurrency:       e.Int("WORKER_CONCURRENCY", worker.DefaultConcurrency),
+		Prefetch:          e.Int("WORKER_PREFETCH", worker.DefaultPrefetch),
+		HeartbeatInterval: e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval),
+		ShutdownGrace:     e.Duration("SHUTDOWN_GRACE", worker.DefaultShutdownGrace),
+	}
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if size < 1 {
+		return fmt.Errorf("FLEET_SIZE %d: want at least 1", size)
+	}
+	log, err := envconf.NewLogger(os.Getenv("LOG_LEVEL"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	workers := make([]*worker.Worker, size)
+	for i := range workers {
+		c := cfg
+		c.ID = fmt.Sprintf("%s-%d", id, i)
+		w, err := worker.New(ctx, c, log)
+		if err != nil {
+			return fmt.Errorf("worker %s: %w", c.ID, err)
+		}
+		builtin.Register(w, builtin.Config{}.WithDefaults())
+		workers[i] = w
+	}
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, size)
+	for i, w := range workers {
+		wg.Go(func() { errs[i] = w.Run(ctx, nil) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
