@@ -69,14 +69,14 @@ type RedisInfo struct {
 
 // Settings is the shape of the cluster under test.
 type Settings struct {
-	Scenarios     []string `json:"scenarios"`
-	Workers       int      `json:"workers"`
+	Scenarios []string `json:"scenarios"`
+	Workers   int      `json:"workers"`
 	// WorkersPerProcess is above 1 when the workers ran in fleetworker
 	// processes.
 	WorkersPerProcess int `json:"workers_per_process,omitempty"`
-	Concurrency   int      `json:"concurrency"`
-	SubmitClients int      `json:"submit_clients"`
-	BatchSize     int      `json:"batch_size"`
+	Concurrency       int `json:"concurrency"`
+	SubmitClients     int `json:"submit_clients"`
+	BatchSize         int `json:"batch_size"`
 	// The services run with their default heartbeat interval (1 s), misses
 	// (3), lease (10 s), claim batch (1000) and poll interval (250 ms).
 	ServiceDefaults string `json:"service_defaults"`
