@@ -62,7 +62,7 @@ func (s *Server) bulkJobs(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return httpx.InvalidField("action", "must be one of %s, %s, %s", wire.BulkCancel, wire.BulkRequeue, wire.BulkDelete)
 	}
-	p := store.JobBulkParams{States: states, Name: req.Name}
+	p := store.JobBulkParams{States: states, Name: req.Name, Actor: httpx.PrincipalFrom(r.Context()).Actor()}
 	if req.Status != "" {
 		st := job.State(req.Status)
 		if !slices.Contains(states, st) {

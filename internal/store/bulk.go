@@ -29,6 +29,9 @@ type JobBulkParams struct {
 	Name string
 	// Batch is the most rows per transaction; 0 or less: DefaultBulkBatch.
 	Batch int
+	// Actor is who acts (httpx principal's Actor), kept on the timeline of
+	// each job a requeue changes.
+	Actor string
 }
 
 func (p JobBulkParams) states() []string {
@@ -131,11 +134,14 @@ func (s *Store) JobBulkCancel(ctx context.Context, p JobBulkParams) (int64, []Le
 }
 
 // JobBulkRequeue makes p's failed jobs pending again, as JobRequeueDead
-// does each, and returns how many.
+// does each, and returns how many. Each one's timeline gets the requeue
+// (an operator event job.requeue by p.Actor), which a single requeue gets
+// from its audit row.
 func (s *Store) JobBulkRequeue(ctx context.Context, p JobBulkParams) (int64, error) {
 	n, err := s.jobBulk(ctx, p, false, func(tx pgx.Tx, ids []int64) (int64, error) {
-		tag, err := tx.Exec(ctx, q("JobBulkRequeue"), ids)
-		return tag.RowsAffected(), err
+		var n int64
+		err := tx.QueryRow(ctx, q("JobBulkRequeue"), ids, p.Actor).Scan(&n)
+		return n, err
 	})
 	if err != nil {
 		return n, fmt.Errorf("bulk requeue: %w", err)

@@ -208,10 +208,10 @@ func (s *Store) OperationStep(ctx context.Context, id int64, owner string, lease
 	var res OperationStepResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = OperationStepResult{}
-		var action, name, queue, fingerprint string
+		var action, name, queue, fingerprint, actor string
 		var states []string
 		var after int64
-		err := tx.QueryRow(ctx, q("OperationStepLock"), id, owner).Scan(&action, &states, &name, &queue, &fingerprint, &after)
+		err := tx.QueryRow(ctx, q("OperationStepLock"), id, owner).Scan(&action, &states, &name, &queue, &fingerprint, &after, &actor)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrOperationLost
 		}
@@ -234,7 +234,7 @@ func (s *Store) OperationStep(ctx context.Context, id int64, owner string, lease
 		}
 		if len(ids) > 0 {
 			after = ids[len(ids)-1]
-			if res.Affected, res.Leased, err = operationApply(ctx, tx, action, ids); err != nil {
+			if res.Affected, res.Leased, err = operationApply(ctx, tx, action, actor, ids); err != nil {
 				return err
 			}
 		}
@@ -253,12 +253,14 @@ func (s *Store) OperationStep(ctx context.Context, id int64, owner string, lease
 }
 
 // operationApply runs action on the locked jobs ids (those still in a
-// state it applies to) and counts what it changed.
-func operationApply(ctx context.Context, tx pgx.Tx, action string, ids []int64) (int64, []LeasedCancel, error) {
+// state it applies to) and counts what it changed. A requeue records
+// itself on each job's timeline with the operation's actor.
+func operationApply(ctx context.Context, tx pgx.Tx, action, actor string, ids []int64) (int64, []LeasedCancel, error) {
 	switch action {
 	case "requeue":
-		tag, err := tx.Exec(ctx, q("OperationApplyRequeue"), ids)
-		return tag.RowsAffected(), nil, err
+		var n int64
+		err := tx.QueryRow(ctx, q("OperationApplyRequeue"), ids, actor).Scan(&n)
+		return n, nil, err
 	case "delete":
 		var n int64
 		err := tx.QueryRow(ctx, q("OperationApplyDelete"), ids).Scan(&n)

@@ -21,7 +21,7 @@ const (
 
 // JobTimelineGet returns a job (job.ErrNotFound if there is none) and the
 // events its row does not keep: its latest MaxTimelineEvents job_events
-// (stale results, hand-backs) and its latest MaxTimelineAudit operator
+// (stale results, hand-backs, bulk requeues) and its latest MaxTimelineAudit operator
 // actions from the audit log (job.EventOperator, with the actor), in no
 // particular order. One round trip; job.BuildTimeline assembles them.
 func (s *Store) JobTimelineGet(ctx context.Context, id int64) (*job.Job, []job.Event, error) {
@@ -59,6 +59,13 @@ func readTimeline(br pgx.BatchResults) (*job.Job, []job.Event, error) {
 		}
 		if err := json.Unmarshal(detail, &e); err != nil {
 			return e, fmt.Errorf("decode a %s event: %w", kind, err)
+		}
+		if kind == job.EventOperator { // a bulk requeue's (requeueEvents): job.Event keeps these out of its JSON
+			var op struct{ Action, Actor, Result string }
+			if err := json.Unmarshal(detail, &op); err != nil {
+				return e, fmt.Errorf("decode a %s event: %w", kind, err)
+			}
+			e.Action, e.Actor, e.Result = op.Action, op.Actor, op.Result
 		}
 		e.At, e.Kind = at, kind
 		return e, nil

@@ -268,3 +268,42 @@ func TestStaleEventsSkipTheAppliedResult(t *testing.T) {
 		t.Errorf("the applied release again recorded %d stale events, want 0", n)
 	}
 }
+
+// TestBulkRequeueOnTimeline: a job requeued by a bulk action (POST
+// /jobs/bulk's batches, or a background operation's) has the requeue on
+// its timeline, as a single requeue has through the audit log: an
+// operator entry job.requeue with the actor and the result.
+func TestBulkRequeueOnTimeline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insertN(t, 2, "bulkdead", 0)
+	opIDs := e.insertN(t, 2, "opdead", 0)
+	e.killAll(t, "bulkdead")
+	e.killAll(t, "opdead")
+	n, err := e.s.JobBulkRequeue(e.ctx, store.JobBulkParams{States: []job.State{job.StateFailed}, Name: "bulkdead", Actor: "api_key:ops"})
+	if err != nil || n != 2 {
+		t.Fatalf("bulk requeue: %d, %v", n, err)
+	}
+	op := newOp(t, e, "requeue", store.OperationFilter{States: []job.State{job.StateFailed}, Name: "opdead"}, "s1")
+	if done, _ := runOp(t, e, op.ID, "s1", 1); done.Affected != 2 {
+		t.Fatalf("the operation requeued %d, want 2", done.Affected)
+	}
+	for _, c := range []struct {
+		id    int64
+		actor string
+	}{{ids[0], "api_key:ops"}, {ids[1], "api_key:ops"}, {opIDs[0], "apikey:1"}, {opIDs[1], "apikey:1"}} {
+		_, evs, err := e.s.JobTimelineGet(e.ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []job.Event
+		for _, ev := range evs {
+			if ev.Kind == job.EventOperator {
+				got = append(got, ev)
+			}
+		}
+		if len(got) != 1 || got[0].Action != "job.requeue" || got[0].Actor != c.actor || got[0].Result != "ok" || got[0].At.IsZero() {
+			t.Errorf("job %d's operator events after a bulk requeue: %+v, want one job.requeue by %s", c.id, got, c.actor)
+		}
+	}
+}

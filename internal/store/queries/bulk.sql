@@ -23,10 +23,14 @@ RETURNING id, status, coalesce(CASE WHEN status = 'leased' THEN worker_id END, '
     coalesce(CASE WHEN status = 'leased' THEN lease_token END, 0)
 
 -- name: JobBulkRequeue
--- JobRequeueDead's change, on many jobs.
-UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
-    finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL
-    WHERE id = ANY($1) AND status = 'failed'
+-- JobRequeueDead's change, on many jobs; each requeued job's timeline gets
+-- action (requeueEvents), as a single requeue's audit row gives it.
+WITH u AS (
+    UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
+        finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL
+        WHERE id = ANY($1) AND status = 'failed' RETURNING id
+), {{requeueEvents}}
+SELECT count(*) FROM u
 
 -- name: JobBulkDelete
 WITH d AS (
@@ -39,3 +43,10 @@ WITH d AS (
     DELETE FROM jobs WHERE id = $1 AND status IN ('completed', 'failed', 'canceled') RETURNING id, status
 ), {{deleteJobEvents}}
 SELECT status FROM d
+
+-- name: requeueEvents
+-- Follows a CTE u (RETURNING id) of requeued jobs: each gets a job_events
+-- row of kind operator, the action as a single requeue's audit row names
+-- it, by the actor $2. readTimeline reads it as job.EventOperator.
+ev AS (INSERT INTO job_events (job_id, kind, detail)
+    SELECT id, 'operator', jsonb_build_object('action', 'job.requeue', 'actor', $2::text, 'result', 'ok') FROM u)

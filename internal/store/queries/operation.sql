@@ -47,7 +47,7 @@ UPDATE operations SET state = 'canceled', canceled_by = $2, finished_at = now(),
     WHERE id = $1 AND state = 'running' RETURNING {{operationColumns}}
 
 -- name: OperationStepLock
-SELECT action, states, name, queue, fingerprint, after_id FROM operations
+SELECT action, states, name, queue, fingerprint, after_id, actor FROM operations
     WHERE id = $1 AND state = 'running' AND owner = $2 FOR UPDATE
 
 -- name: OperationStepSelect
@@ -74,10 +74,14 @@ UPDATE operations SET after_id = $2, processed = processed + $3, affected = affe
     WHERE id = $1 RETURNING {{operationColumns}}
 
 -- name: OperationApplyRequeue
--- JobRequeueDead's change, on a batch.
-UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
-    finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL
-    WHERE id = ANY($1) AND status = 'failed'
+-- JobRequeueDead's change, on a batch, with each job's timeline entry
+-- (requeueEvents; $2 the operation's actor).
+WITH u AS (
+    UPDATE jobs SET status = 'pending', attempts = 0, next_run_at = now(),
+        finished_at = NULL, dead_reason = NULL, cancel_requested = false, error_fingerprint = NULL
+        WHERE id = ANY($1) AND status = 'failed' RETURNING id
+), {{requeueEvents}}
+SELECT count(*) FROM u
 
 -- name: OperationApplyDelete
 WITH d AS (
