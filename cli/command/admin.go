@@ -174,13 +174,23 @@ func (a *app) workersCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return emitOne(a, w, w.WorkerID, [][2]string{{"ID", w.WorkerID}, {"STATE", w.State},
-				{"IN FLIGHT", itoa(w.InFlight)}, {"CONCURRENCY", itoa(w.Concurrency)},
-				{"LAST HEARTBEAT", fmtTime(w.LastHeartbeatAt)}, {"LAST ASSIGNED", fmtOptTime(w.LastAssignedAt)},
-				{"JOB TYPES", strings.Join(w.JobTypes, ", ")}})
+			return emitOne(a, w, w.WorkerID, workerFields(w))
 		}),
 	}
 	return group(cmd, ls, get, a.workersDrainCmd(), a.workersUndrainCmd())
+}
+
+// workerFields are a worker's table fields, one per line.
+func workerFields(w *client.Worker) [][2]string {
+	fields := [][2]string{{"ID", w.WorkerID}, {"STATE", w.State},
+		{"IN FLIGHT", itoa(w.InFlight)}, {"CONCURRENCY", itoa(w.Concurrency)},
+		{"LAST HEARTBEAT", fmtTime(w.LastHeartbeatAt)}, {"LAST ASSIGNED", fmtOptTime(w.LastAssignedAt)},
+		{"JOB TYPES", strings.Join(w.JobTypes, ", ")}, {"LEASED JOBS", orDash(strings.Join(w.LeasedJobs, ", "))},
+		{"HOST", orDash(w.Host)}, {"VERSION", orDash(w.Version)}}
+	if w.DrainRequestedAt != nil {
+		fields = append(fields, [2]string{"DRAIN REQUESTED", fmtTime(*w.DrainRequestedAt) + " by " + orDash(w.DrainRequestedBy)})
+	}
+	return fields
 }
 
 // ---- stats ----

@@ -224,6 +224,11 @@ func jobListing(whole any, jobs []client.Job) listing[client.Job] {
 }
 
 func (a *app) printJob(j *client.Job) error {
+	return emitOne(a, j, j.JobID, jobFields(j))
+}
+
+// jobFields are a job's table fields, one per line.
+func jobFields(j *client.Job) [][2]string {
 	fields := [][2]string{
 		{"ID", j.JobID}, {"NAME", j.Name}, {"QUEUE", j.Queue}, {"PRIORITY", itoa(j.Priority)},
 		{"STATUS", j.Status}, {"ATTEMPTS", fmt.Sprintf("%d of %d", j.Attempts, j.MaxRetries+1)},
@@ -239,7 +244,7 @@ func (a *app) printJob(j *client.Job) error {
 		fields = append(fields, [2]string{fmt.Sprintf("ERROR %d", e.Attempt),
 			fmt.Sprintf("%s (%s, %s) %s", clip(e.Error, 120), e.Reason, orDash(e.WorkerID), fmtTime(e.At))})
 	}
-	return emitOne(a, j, j.JobID, fields)
+	return fields
 }
 
 func rawOrDash(b json.RawMessage) string {
