@@ -1,0 +1,103 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/testwait"
+)
+
+// pausingQueue passes heartbeat reads through until hold is called; then
+// it keeps the answer of the next read (its send done) until release, and
+// holds the read after it before sending it, as a leader paused with a
+// read in flight would.
+type pausingQueue struct {
+	heartbeatQueue
+
+	mu       sync.Mutex
+	holding  bool
+	heldRead chan struct{} // closed when a read's answer is held
+	heldAt   time.Time     // when that answer came back; set before heldRead closes
+	release  chan struct{} // closed by the test: hand the answer over
+	nextRead chan struct{} // closed when the read after it arrives
+}
+
+func (q *pausingQueue) hold() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.holding = true
+	q.heldRead, q.release, q.nextRead = make(chan struct{}), make(chan struct{}), make(chan struct{})
+}
+
+func (q *pausingQueue) ReadHeartbeats(ctx context.Context, after string, max int, block time.Duration) (queue.HeartbeatRead, error) {
+	q.mu.Lock()
+	holding, held := q.holding, q.heldRead
+	q.mu.Unlock()
+	select {
+	case <-held:
+		// The read after the held one: it waits, unsent, till the test ends.
+		close(q.nextRead)
+		<-ctx.Done()
+		return queue.HeartbeatRead{}, ctx.Err()
+	default:
+	}
+	r, err := q.heartbeatQueue.ReadHeartbeats(ctx, after, max, block)
+	if holding {
+		q.mu.Lock()
+		q.heldAt = time.Now()
+		q.mu.Unlock()
+		close(held)
+		select {
+		case <-q.release:
+		case <-ctx.Done():
+		}
+	}
+	return r, err
+}
+
+// TestPausedReadDoesNotRefreshTheHorizon: a heartbeat read whose answer is
+// handled long after it was sent (the leader paused meanwhile) knows
+// nothing about the pause, so it must not make the reaper count itself
+// caught up: liveness stays stale until a read sent after the pause comes
+// back. Counted as of when the answer was handled, a paused leader's
+// reaper reclaimed live workers' leases as lease_timeout.
+func TestPausedReadDoesNotRefreshTheHorizon(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	q := &pausingQueue{heartbeatQueue: r.queue}
+	h := r.heartbeatReader()
+	h.queue = q
+	lag := 2 * r.b.cfg.HeartbeatInterval
+	r.start(h)
+	testwait.For(t, 10*time.Second, "the reader to catch up", func() bool {
+		_, ok := r.b.l.live.fresh(time.Now(), lag)
+		return ok
+	})
+
+	q.hold()
+	select {
+	case <-q.heldRead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no read was held")
+	}
+	// The pause: longer than the reaper's tolerance, counted from when
+	// the held answer came back (its read was sent before that).
+	q.mu.Lock()
+	heldAt := q.heldAt
+	q.mu.Unlock()
+	testwait.For(t, 10*time.Second, "a pause longer than the reaper's tolerance", func() bool {
+		return time.Since(heldAt) > lag
+	})
+	close(q.release)
+	select {
+	case <-q.nextRead: // the held answer has been handled
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader never read again after the held answer")
+	}
+	if horizon, ok := r.b.l.live.fresh(time.Now(), lag); ok {
+		t.Fatalf("after handling an answer sent before the pause, the reader counts itself caught up (horizon %v)", horizon)
+	}
+}
