@@ -83,11 +83,26 @@ func logger(t *testing.T) *slog.Logger {
 
 // run starts a coordinator and a worker w1 with handlers until the test ends.
 func (s *stack) run(handlers map[string]worker.HandlerFunc) {
+	s.start(func(w *worker.Worker) {
+		for name, h := range handlers {
+			w.Handle(name, h)
+		}
+	}, nil)
+}
+
+// start starts a coordinator, configured by configure when it is not nil,
+// and a worker w1 whose handlers register installs, until the test ends;
+// it returns the coordinator's HTTP address.
+func (s *stack) start(register func(*worker.Worker), configure func(*coordinator.Config)) string {
 	t := s.t
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	co, err := coordinator.New(ctx, coordinator.Config{ID: "c1", DatabaseURL: s.dbURL, RedisURL: redistest.URL(),
+	cfg := coordinator.Config{ID: "c1", DatabaseURL: s.dbURL, RedisURL: redistest.URL(),
 		RedisPrefix: s.prefix, HeartbeatInterval: 100 * time.Millisecond, ElectionInterval: 100 * time.Millisecond,
-		PollInterval: 50 * time.Millisecond}, logger(t))
+		PollInterval: 50 * time.Millisecond}
+	if configure != nil {
+		configure(&cfg)
+	}
+	co, err := coordinator.New(ctx, cfg, logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +111,7 @@ func (s *stack) run(handlers map[string]worker.HandlerFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, h := range handlers {
-		w.Handle(name, h)
-	}
+	register(w)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +127,7 @@ func (s *stack) run(handlers map[string]worker.HandlerFunc) {
 			}
 		}
 	})
+	return ln.Addr().String()
 }
 
 // result is one dtsctl run.
