@@ -249,6 +249,10 @@ func (t *top) askCancel() {
 	}
 	r, _ := t.jobs.GetSelection()
 	name, status := t.jobs.GetCell(r, 1).Text, t.jobs.GetCell(r, 3).Text
+	if client.Terminal(status) {
+		t.footer.SetText(fmt.Sprintf("job %s is %s: nothing to cancel", id, status))
+		return
+	}
 	what := "It will not run."
 	if status == client.StatusLeased {
 		what = "Its handler's context is canceled; it ends canceled when its attempt stops."

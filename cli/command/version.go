@@ -15,7 +15,8 @@ type Version struct {
 	Module string `json:"module"`
 	// Revision is the VCS commit the binary was built from, Time its
 	// commit time, Modified whether the tree held uncommitted changes;
-	// empty when the build recorded none (go run, -buildvcs=false).
+	// empty when the build recorded none (go run, -buildvcs=false, a
+	// build from a Go workspace's root without -buildvcs=true).
 	Revision string `json:"revision,omitempty"`
 	Time     string `json:"time,omitempty"`
 	Modified bool   `json:"modified,omitempty"`

@@ -119,6 +119,8 @@ func TestTop(t *testing.T) {
 	if j, err := c.Get(ctx, "2"); err != nil || j.Status != client.StatusCanceled {
 		t.Errorf("job 2 after c, y: %+v, %v", j, err)
 	}
+	press('c')
+	waitScreen(t, sh, "job 2 is canceled: nothing to cancel")
 
 	key(tcell.KeyEnter)
 	waitScreen(t, sh, " job 2 ", `PAYLOAD:`, `{"n":2}`, "canceled")
