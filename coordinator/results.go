@@ -27,6 +27,7 @@ type resultStore interface {
 	JobReleaseMany(ctx context.Context, epoch int64, rs []store.Release) ([]int64, error)
 	JobProgressMany(ctx context.Context, epoch int64, ps []store.Progress) (int, error)
 	JobEventInsertStale(ctx context.Context, epoch int64, rs []store.StaleResult) (int64, error)
+	JobLogAppend(ctx context.Context, epoch int64, ls []store.LogAppend) error
 }
 
 // resultQueue is where results come from, and where dead jobs are mirrored.
@@ -233,6 +234,9 @@ func (a *resultApplier) linger(ctx context.Context) bool {
 // it (nothing was written), each result is applied alone, so that only the
 // refused one fails; a completion refused alone becomes a failed attempt.
 func (a *resultApplier) apply(ctx context.Context, rs []queue.ReceivedResult) error {
+	if err := a.storeLogs(ctx, rs); err != nil {
+		return err
+	}
 	err := a.applyBatch(ctx, rs)
 	if !poison(err) {
 		return err
@@ -333,6 +337,9 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 	)
 	rs, latest := splitProgress(rs)
 	for _, r := range latest {
+		if r.Logs != nil && r.Progress == 0 && r.Message == "" {
+			continue // it carries lines only (logs.go), stored already
+		}
 		progress = append(progress, store.Progress{ID: r.JobID, LeaseToken: r.LeaseToken, WorkerID: r.WorkerID,
 			Percent: r.Progress, Message: r.Message})
 	}

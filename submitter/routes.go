@@ -46,11 +46,12 @@ func (s *Server) apiRoutes() []route {
 		{post, "/jobs", submit, bodyMax, s.postJobs},
 		{post, "/submit_jobs", submit, batchMax, s.submitJobs},
 
-		// Jobs (handlers.go, timeline.go, scheduled.go).
+		// Jobs (handlers.go, timeline.go, logs.go, scheduled.go).
 		{get, "/jobs", read, noBody, s.listJobs},
 		{get, "/jobs/scheduled", read, noBody, s.listScheduled},
 		{get, "/jobs/{id}", read, noBody, s.getJob},
 		{get, "/jobs/{id}/timeline", read, noBody, s.getJobTimeline},
+		{get, "/jobs/{id}/logs", read, noBody, s.getJobLogs},
 		{post, "/jobs/{id}/cancel", admin, bodyMax, s.cancelJob},
 		{post, "/jobs/{id}/run_now", admin, bodyMax, s.runNow},
 		{del, "/jobs/{id}", admin, noBody, s.deleteJob},

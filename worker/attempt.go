@@ -40,6 +40,14 @@ type attempt struct {
 	progress  *wire.Result
 	lastSent  time.Time
 	progTimer *time.Timer
+	// logsOnly: progress is not the handler's report but one that carries
+	// its log's lines, repeating the latest report sent (lastPct,
+	// lastMsg). logs is the attempt's log, once the handler asked for
+	// its Logger (logs.go).
+	logsOnly bool
+	lastPct  int
+	lastMsg  string
+	logs     *attemptLog
 }
 
 // progressInterval is the least time between two progress reports of one
@@ -59,10 +67,17 @@ func (w *Worker) reportProgress(jobID, token int64, attemptNo, pct int, msg stri
 	}
 	a.progress = &wire.Result{JobID: jobID, LeaseToken: token, WorkerID: w.cfg.ID, Attempt: attemptNo,
 		Outcome: wire.OutcomeProgress, Progress: pct, Message: msg, StartedAt: time.Now()}
+	a.logsOnly = false
+	w.scheduleProgressLocked(a, token, a.lastSent)
+}
+
+// scheduleProgressLocked queues the attempt's pending report now, or when
+// progressInterval has passed since since. w.mu is held.
+func (w *Worker) scheduleProgressLocked(a *attempt, token int64, since time.Time) {
 	if a.progTimer != nil {
 		return // queued when the timer fires, the latest then
 	}
-	wait := time.Until(a.lastSent.Add(progressInterval))
+	wait := time.Until(since.Add(progressInterval))
 	if wait <= 0 {
 		w.queueProgressLocked(a)
 		return
@@ -78,10 +93,20 @@ func (w *Worker) reportProgress(jobID, token int64, attemptNo, pct int, msg stri
 }
 
 // queueProgressLocked hands the attempt's latest report to the sender,
-// ahead of the attempt's result (the stream keeps the order). w.mu is held.
+// ahead of the attempt's result (the stream keeps the order), with the
+// lines its log holds. w.mu is held.
 func (w *Worker) queueProgressLocked(a *attempt) {
-	w.toSend = append(w.toSend, *a.progress)
-	a.progress, a.lastSent = nil, time.Now()
+	p := *a.progress
+	p.Logs = a.logs.take(false)
+	a.progress = nil
+	if a.logsOnly && p.Logs == nil {
+		return // the lines went with an earlier report
+	}
+	if !a.logsOnly {
+		a.lastPct, a.lastMsg = p.Progress, p.Message
+	}
+	w.toSend = append(w.toSend, p)
+	a.lastSent = time.Now()
 	select {
 	case w.queued <- struct{}{}:
 	default:
@@ -107,7 +132,8 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 	}
 	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
 		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt,
-		progress: func(pct int, msg string) { w.reportProgress(d.JobID, d.LeaseToken, d.Attempt, pct, msg) }}
+		progress: func(pct int, msg string) { w.reportProgress(d.JobID, d.LeaseToken, d.Attempt, pct, msg) },
+		w:        w, jobID: d.JobID, token: d.LeaseToken}
 	if w.log.Enabled(ctx, slog.LevelDebug) {
 		log().DebugContext(ctx, "attempt started")
 	}
@@ -149,10 +175,15 @@ func (w *Worker) report(r wire.Result, label string) {
 	w.mu.Lock()
 	var started time.Time // zero: it never ran
 	if a := w.running[r.LeaseToken]; a != nil {
+		if a.progress != nil && a.logsOnly {
+			a.progress = nil // its lines go with the result
+		}
 		if a.progress != nil {
 			// The latest report goes ahead of the result, unthrottled.
-			w.toSend = append(w.toSend, *a.progress)
-			a.progress = nil
+			w.queueProgressLocked(a)
+		}
+		if a.logs != nil {
+			r.Logs = a.logs.take(true)
 		}
 		started = a.startedAt
 	}

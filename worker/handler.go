@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -24,6 +26,13 @@ type Job struct {
 	CreatedAt  time.Time       // when the job was submitted
 
 	progress func(pct int, msg string) // set by the worker that runs the attempt
+
+	// The worker and lease that run the attempt (nil: a Job the worker
+	// did not create), and the attempt's logger once asked for (logs.go).
+	w            *Worker
+	jobID, token int64
+	logMu        sync.Mutex
+	logger       *slog.Logger
 }
 
 // Progress reports how far the attempt has come: pct from 0 to 100 and a

@@ -25,7 +25,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	hb := wire.Heartbeat{WorkerID: w.cfg.ID, JobTypes: w.jobTypes(), Concurrency: w.cfg.Concurrency,
 		Prefetch: w.cfg.Prefetch, Queues: w.cfg.Queues, Draining: w.draining.Load(), Stopped: stopped,
-		Credential: w.cfg.Credential, Codec: wire.CodecBatch, Protocol: wire.ProtocolVersion, SentAt: time.Now(), Host: hostName, Version: buildVersion}
+		Credential: w.cfg.Credential, Codec: wire.CodecTrace, Protocol: wire.ProtocolVersion, SentAt: time.Now(), Host: hostName, Version: buildVersion}
 	// Each job's newest lease only: an older attempt still running here, or
 	// its unsent result, has a lease that has ended and holds no slot the
 	// coordinator knows of. Each says whether its handler has started, and

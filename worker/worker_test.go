@@ -300,7 +300,7 @@ func byToken(rs []wire.Result) map[int64]wire.Result {
 // reads batches: its results come back in what that coordinator reads.
 func TestCodecs(t *testing.T) {
 	t.Parallel()
-	for _, codec := range []int{wire.CodecJSON, wire.CodecBinary, wire.CodecBatch} {
+	for _, codec := range []int{wire.CodecJSON, wire.CodecBinary, wire.CodecBatch, wire.CodecLogs} {
 		t.Run(fmt.Sprint("codec=", codec), func(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			w := newTestWorker(t, redistest.URL(), prefix, Config{})
@@ -310,12 +310,12 @@ func TestCodecs(t *testing.T) {
 			c := newCoordinator(t, redistest.URL(), prefix, w.ID())
 			c.codec = codec
 			r := run(t, w)
-			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecBatch {
-				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecBatch)
+			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecLogs {
+				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecLogs)
 			}
 			c.deliver(delivery(7, 70, "job", 1))
 			raw := c.rawResults(1)
-			field := map[int]string{wire.CodecJSON: "r", wire.CodecBinary: "r", wire.CodecBatch: "b"}[codec]
+			field := map[int]string{wire.CodecJSON: "r", wire.CodecBinary: "r", wire.CodecBatch: "b", wire.CodecLogs: "b"}[codec]
 			if v, ok := raw[0].Values[field].(string); !ok || (codec != wire.CodecJSON) != wire.IsBinary([]byte(v)) {
 				t.Errorf("result entry %v; want field %q, binary %v", raw[0].Values, field, codec != wire.CodecJSON)
 			}
