@@ -79,7 +79,7 @@ func Top(ctx context.Context, c *client.Client, o TopOptions) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	t := &top{c: c, o: o, app: tview.NewApplication(), refresh: make(chan struct{}, 1)}
+	t := &top{c: c, o: o, app: tview.NewApplication(), refresh: make(chan struct{}, 1), cancel: cancel}
 	if o.Screen != nil {
 		t.app.SetScreen(o.Screen)
 	}
@@ -109,9 +109,11 @@ func Top(ctx context.Context, c *client.Client, o TopOptions) error {
 		AddPage(pageConfirm, centered(t.confirm, 70, 6), true, false)
 	t.app.SetRoot(t.pages, true).SetFocus(t.jobs)
 	t.app.SetInputCapture(func(ev *tcell.EventKey) *tcell.EventKey { return t.key(ctx, ev) })
-	go t.loop(ctx)
-	go func() { <-ctx.Done(); t.app.Stop() }()
-	return t.app.Run()
+	t.spawn(func() { t.loop(ctx) })
+	go func() { <-ctx.Done(); t.stop() }()
+	err := t.app.Run()
+	t.stop()
+	return err
 }
 
 // centered is p, w columns by h rows, in the middle of the screen over
@@ -142,8 +144,47 @@ type top struct {
 	pending string
 	back    tview.Primitive
 
-	mu   sync.Mutex
-	open detailOf // the detail page's row; zero while it is closed
+	mu       sync.Mutex
+	open     detailOf // the detail page's row; zero while it is closed
+	stopping bool     // set once: no goroutine is spawned after it
+	wg       sync.WaitGroup
+	cancel   context.CancelFunc
+}
+
+func (t *top) isStopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stopping
+}
+
+// spawn runs f on a goroutine of its own, unless the dashboard is
+// stopping. Such goroutines draw through QueueUpdateDraw, which never
+// returns once the UI loop has ended: stop waits for them first.
+func (t *top) spawn(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopping {
+		return
+	}
+	t.wg.Go(f)
+}
+
+// stop ends the dashboard from any goroutine: it cancels the requests in
+// flight, lets the UI loop run until the goroutines that draw have
+// returned, then stops it.
+func (t *top) stop() {
+	t.mu.Lock()
+	already := t.stopping
+	t.stopping = true
+	t.mu.Unlock()
+	if already {
+		return
+	}
+	t.cancel()
+	go func() {
+		t.wg.Wait()
+		t.app.Stop()
+	}()
 }
 
 // detailOf is what the detail page shows: a job or a worker.
@@ -166,7 +207,7 @@ func (t *top) setShowing(s detailOf) {
 // table (selection, scrolling).
 func (t *top) key(ctx context.Context, ev *tcell.EventKey) *tcell.EventKey {
 	if ev.Key() == tcell.KeyCtrlC {
-		t.app.Stop()
+		t.stop()
 		return nil
 	}
 	r := rune(0)
@@ -198,7 +239,7 @@ func (t *top) key(ctx context.Context, ev *tcell.EventKey) *tcell.EventKey {
 	}
 	switch {
 	case r == 'q':
-		t.app.Stop()
+		t.stop()
 	case r == 'r':
 		t.poke()
 	case r == '?':
@@ -277,7 +318,7 @@ func (t *top) openDetail(ctx context.Context) {
 	t.detail.SetText("loading…")
 	t.detail.ScrollToBeginning()
 	t.showOverlay(pageDetail)
-	go t.loadDetail(ctx, s)
+	t.spawn(func() { t.loadDetail(ctx, s) })
 }
 
 // loadDetail fetches s and, if the detail page still shows it, draws it.
@@ -412,7 +453,7 @@ func selectedID(tb *tview.Table) string {
 // cancelJob runs on the UI goroutine; the request runs beside it.
 func (t *top) cancelJob(ctx context.Context, id string) {
 	t.footer.SetText("canceling " + id + "…")
-	go func() {
+	t.spawn(func() {
 		sub, err := t.c.Cancel(ctx, id)
 		if err != nil {
 			t.say("cancel %s: %v", id, err)
@@ -420,10 +461,13 @@ func (t *top) cancelJob(ctx context.Context, id string) {
 		}
 		t.say("job %s %s", sub.JobID, sub.Status)
 		t.poke()
-	}()
+	})
 }
 
 func (t *top) say(format string, a ...any) {
+	if t.isStopping() {
+		return // the requests' errors are those of the cancel
+	}
 	msg := fmt.Sprintf(format, a...)
 	t.app.QueueUpdateDraw(func() { t.footer.SetText(msg) })
 }
