@@ -152,7 +152,7 @@ func (fl *filters) add(cmd *cobra.Command, withStatus bool) {
 
 func (a *app) jobsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, watch, cancel, requeue and delete jobs"}
-	return group(cmd, a.jobsLsCmd(), a.jobsGetCmd(), a.jobsTimelineCmd(), a.jobsWatchCmd(),
+	return group(cmd, a.jobsLsCmd(), a.jobsGetCmd(), a.jobsTimelineCmd(), a.jobsWatchCmd(), a.jobsLogsCmd(),
 		a.actionCmd("cancel", client.BulkCancel, "", "Cancel jobs: pending and retrying at once, running ones when their attempt stops",
 			`  dtsctl jobs cancel 12 13
   dtsctl jobs cancel --status pending --name report --dry-run
