@@ -159,6 +159,15 @@ class WorkerCase(unittest.TestCase):
             job.progress(100, "last")
             return {"steps": i}
 
+        @w.handler("logs")
+        def logs(job: Job) -> Any:
+            job.log.info("start", to="ada lovelace", n=2, ok=True)
+            job.sleep(job.payload["ms"] / 1000)
+            for _ in range(70):
+                job.log.debug("x" * 1000)
+            job.log.error("last")
+            return None
+
         self.thread = threading.Thread(target=w.run, kwargs={"install_signals": False}, daemon=True)
         self.c = Coordinator(server.url, self.prefix, "py-test")
         self.thread.start()
@@ -176,7 +185,7 @@ class WorkerTest(WorkerCase):
     def test_heartbeat_describes_worker(self) -> None:
         hb = self.c.heartbeats[0]
         self.assertEqual(hb["worker_id"], "py-test")
-        self.assertEqual(hb["job_types"], sorted(["asleep", "chatty", "echo", "fail", "permanent", "sleep",
+        self.assertEqual(hb["job_types"], sorted(["asleep", "chatty", "echo", "fail", "logs", "permanent", "sleep",
                                                   "stubborn"]))
         self.assertEqual(hb["concurrency"], 4)
         self.assertEqual(hb["in_flight"], [])
@@ -300,6 +309,30 @@ class WorkerTest(WorkerCase):
         n = len(self.c.heartbeats)
         self.c.wait("a later heartbeat", lambda: len(self.c.heartbeats) > n + 1)
         self.assertEqual(self.c.heartbeats[-1]["in_flight"], [])
+
+
+class LogsTest(WorkerCase):
+    def test_job_log_lines_travel_with_reports_and_result(self) -> None:
+        """job.log's lines go in a lines-only report while the attempt runs
+        (after its first second), the rest with the result, the newest
+        64 KiB kept and the dropped counted; a quiet handler sends none."""
+        self.c.deliver(30, 130, "logs", {"ms": 1300})
+        r = self.c.outcome(130)
+        mine = [x for x in self.c.results if x["lease_token"] == 130]
+        report = [x for x in mine if x["outcome"] == "progress"]
+        self.assertEqual(len(report), 1, mine)
+        self.assertEqual(report[0]["progress"], 0)
+        self.assertNotIn("message", report[0])
+        self.assertEqual([(ln["level"], ln["message"]) for ln in report[0]["logs"]["lines"]],
+                         [("INFO", 'start to="ada lovelace" n=2 ok=true')])
+        logs = r["logs"]
+        size = sum(len(ln["message"].encode()) + 32 for ln in logs["lines"])
+        self.assertLessEqual(size, 64 << 10)
+        self.assertGreater(logs["dropped"], 0)
+        self.assertEqual(logs["dropped"] + len(logs["lines"]), 71)
+        self.assertEqual((logs["lines"][-1]["level"], logs["lines"][-1]["message"]), ("ERROR", "last"))
+        self.c.deliver(31, 131, "echo", 1)
+        self.assertNotIn("logs", self.c.outcome(131))
 
 
 class ShutdownTest(WorkerCase):

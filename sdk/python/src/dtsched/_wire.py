@@ -92,3 +92,10 @@ def parse_duration(s: str) -> float:
     if pos == 0:
         raise ValueError(f"invalid duration {s!r}")
     return sign * total
+
+# Bounds of a job's log lines (docs/protocol.md, "Logs"): an attempt keeps
+# its newest MAX_ATTEMPT_LOG_BYTES, a line counting its message's bytes plus
+# LOG_LINE_OVERHEAD; a message is cut at MAX_LOG_LINE_BYTES.
+MAX_ATTEMPT_LOG_BYTES = 64 << 10
+MAX_LOG_LINE_BYTES = 8 << 10
+LOG_LINE_OVERHEAD = 32

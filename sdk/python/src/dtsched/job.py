@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
+import time
 import unicodedata
 from collections.abc import Callable
 from datetime import datetime
@@ -55,6 +58,7 @@ class Job:
         worker_id: str,
         timeout_seconds: int = 0,
         progress: Callable[[int, str], None] | None = None,
+        on_log: Callable[[], None] | None = None,
     ) -> None:
         self.id = id  # the job id as the API shows it (a decimal string)
         self.name = name  # the job type
@@ -66,6 +70,8 @@ class Job:
         self.worker_id = worker_id  # the worker running this attempt
         self.timeout_seconds = timeout_seconds  # the attempt's time limit; 0: none
         self._progress = progress
+        self._on_log = on_log
+        self._log: JobLog | None = None
         self._event = threading.Event()
         self._reason: str | None = None
         self._lock = threading.Lock()
@@ -155,6 +161,114 @@ class Job:
             return
         if self._progress is not None:
             self._progress(pct, progress_message(message))
+
+
+    # ---- logs ----
+
+    @property
+    def log(self) -> JobLog:
+        """The attempt's log: ``job.log.info("sent", to=addr)``.
+
+        What a handler logs with it is kept with the job (GET /jobs/{id}/logs,
+        ``dtsctl jobs logs``): each line with its time, level, message and
+        keyword attributes as key=value, the newest 64 KiB of the attempt
+        (older lines are dropped and counted). Lines travel with the
+        attempt's progress reports (at most one a second, none in its first
+        second) and its result; lines logged after the handler returned are
+        dropped. They also go to the "dtsched" logger at DEBUG.
+        """
+        with self._lock:
+            if self._log is None:
+                self._log = JobLog(self._on_log, self.id, self.attempt)
+            return self._log
+
+
+class JobLog:
+    """A job attempt's log (Job.log). Its methods take a message and keyword
+    attributes and never block."""
+
+    def __init__(self, notify: Callable[[], None] | None = None, job_id: str = "", attempt: int = 0) -> None:
+        self._mu = threading.Lock()
+        self._lines: list[dict[str, Any]] = []
+        self._size = 0
+        self._dropped = 0
+        self._closed = False
+        self._notify = notify
+        self._job_id, self._attempt = job_id, attempt
+
+    def debug(self, msg: str, **attrs: Any) -> None:
+        self._add("DEBUG", msg, attrs)
+
+    def info(self, msg: str, **attrs: Any) -> None:
+        self._add("INFO", msg, attrs)
+
+    def warning(self, msg: str, **attrs: Any) -> None:
+        self._add("WARN", msg, attrs)
+
+    warn = warning
+
+    def error(self, msg: str, **attrs: Any) -> None:
+        self._add("ERROR", msg, attrs)
+
+    def _add(self, level: str, msg: str, attrs: dict[str, Any]) -> None:
+        text = str(msg) + "".join(f" {k}={_attr_value(v)}" for k, v in attrs.items())
+        text = _cut_utf8(text, _wire.MAX_LOG_LINE_BYTES)
+        line = {"time": _wire.rfc3339(time.time()), "level": level, "message": text}
+        size = len(text.encode("utf-8", "replace")) + _wire.LOG_LINE_OVERHEAD
+        with self._mu:
+            if self._closed:
+                return
+            was_empty = not self._lines
+            self._lines.append(line)
+            self._size += size
+            drop = 0
+            while self._size > _wire.MAX_ATTEMPT_LOG_BYTES and drop < len(self._lines) - 1:
+                self._size -= len(self._lines[drop]["message"].encode("utf-8", "replace")) + _wire.LOG_LINE_OVERHEAD
+                drop += 1
+            if drop:
+                self._dropped += drop
+                del self._lines[:drop]
+        _module_log.debug("job %s attempt %d: %s %s", self._job_id, self._attempt, level, text)
+        if was_empty and self._notify is not None:
+            self._notify()
+
+    def _take(self, close: bool = False) -> dict[str, Any] | None:
+        """The lines held and the count of those dropped before them, emptied;
+        None when it holds neither. close: later lines are dropped."""
+        with self._mu:
+            self._closed = self._closed or close
+            if not self._lines and not self._dropped:
+                return None
+            out: dict[str, Any] = {"lines": self._lines}
+            if self._dropped:
+                out["dropped"] = self._dropped
+            self._lines, self._size, self._dropped = [], 0, 0
+            return out
+
+
+_module_log = logging.getLogger("dtsched")
+
+
+def _attr_value(v: Any) -> str:
+    """v as key=value shows it: true/false for booleans, quoted (JSON) when
+    empty or holding a space, a quote, an = or a control character."""
+    if isinstance(v, bool):
+        s = "true" if v else "false"
+    elif v is None:
+        s = "null"
+    else:
+        s = str(v)
+    if s == "" or any(c in ' "=' or unicodedata.category(c) == "Cc" for c in s):
+        return json.dumps(s, ensure_ascii=False)
+    return s
+
+
+def _cut_utf8(s: str, limit: int) -> str:
+    """s cut to at most limit bytes of UTF-8, on a character boundary."""
+    b = s.encode("utf-8", "replace")
+    if len(b) <= limit:
+        return s
+    return b[:limit].decode("utf-8", "ignore")
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -168,7 +168,8 @@ class _Pool:
 
 class _Attempt:
     __slots__ = ("delivery", "job_id", "token", "attempt_no", "handler", "job", "cause", "started",
-                 "started_at", "task", "loop", "progress", "last_sent", "prog_timer", "time_limit")
+                 "started_at", "started_mono", "task", "loop", "progress", "last_sent", "prog_timer", "time_limit",
+                 "logs_only", "last_pct", "last_msg")
 
     def __init__(self, d: dict[str, Any], handler: Handler | None) -> None:
         self.delivery = d
@@ -186,6 +187,12 @@ class _Attempt:
         self.last_sent = 0.0  # monotonic time the last report was queued
         self.prog_timer: list[Any] | None = None
         self.time_limit: list[Any] | None = None
+        self.started_mono = 0.0  # monotonic, once started
+        # progress is not the handler's report but one carrying its log's
+        # lines, repeating the latest report sent (last_pct, last_msg).
+        self.logs_only = False
+        self.last_pct = 0
+        self.last_msg = ""
 
 
 class Worker:
@@ -615,12 +622,13 @@ class Worker:
 
     def _start_locked(self, a: _Attempt) -> None:
         d = a.delivery
-        a.started, a.started_at = True, time.time()
+        a.started, a.started_at, a.started_mono = True, time.time(), time.monotonic()
         a.job = Job(id=str(a.job_id), name=d["name"], queue=d.get("queue") or "", payload=d.get("payload"),
                     attempt=a.attempt_no, max_retries=d.get("max_retries") or 0,
                     created_at=_wire.parse_time(d.get("created_at")), worker_id=self.id,
                     timeout_seconds=d.get("timeout_seconds") or 0,
-                    progress=lambda pct, msg: self._report_progress(a, pct, msg))
+                    progress=lambda pct, msg: self._report_progress(a, pct, msg),
+                    on_log=lambda: self._logs_waiting(a))
         # The time limit counts from the handler's start, not the delivery.
         limit = d.get("timeout_seconds") or 0
         if isinstance(limit, int) and limit > 0:
@@ -709,10 +717,14 @@ class Worker:
         token = r["lease_token"]
         started = 0.0  # it never ran
         if a is not None:
+            if a.progress is not None and a.logs_only:
+                a.progress = None  # its lines go with the result
             if a.progress is not None:
                 # The latest report goes ahead of the result, unthrottled.
-                self._to_send.append(a.progress)
-                a.progress = None
+                self._queue_progress_locked(a)
+            logs = a.job._log._take(close=True) if a.job is not None and a.job._log is not None else None
+            if logs is not None and r["outcome"] != _wire.PROGRESS:
+                r["logs"] = logs
             if a.started:
                 started = a.started_at
         self._running.pop(token, None)
@@ -744,13 +756,35 @@ class Worker:
                           "started_at": _wire.rfc3339(time.time()), "finished_at": _wire.ZERO_TIME}
             if msg:
                 a.progress["message"] = msg
-            if a.prog_timer is not None:
-                return  # queued when the timer fires, the latest then
-            wait = a.last_sent + _PROGRESS_INTERVAL - time.monotonic()
-            if a.last_sent == 0.0 or wait <= 0:
-                self._queue_progress_locked(a)
+            a.logs_only = False
+            self._schedule_progress_locked(a, a.last_sent)
+
+    def _logs_waiting(self, a: _Attempt) -> None:
+        """Schedules a report to carry the lines waiting in the attempt's
+        log: its pending progress report, else one that repeats its latest
+        progress (the coordinator takes a report with lines and neither a
+        percentage nor a message for lines only), not in the attempt's first
+        interval: a short attempt's lines go with its result alone."""
+        with self._mu:
+            if self._running.get(a.token) is not a:
                 return
-            a.prog_timer = self._timers.after(wait, lambda: self._progress_due(a))
+            if a.progress is None:
+                a.progress = {"job_id": a.job_id, "lease_token": a.token, "worker_id": self.id,
+                              "attempt": a.attempt_no, "outcome": _wire.PROGRESS, "progress": a.last_pct,
+                              "started_at": _wire.rfc3339(time.time()), "finished_at": _wire.ZERO_TIME}
+                if a.last_msg:
+                    a.progress["message"] = a.last_msg
+                a.logs_only = True
+            self._schedule_progress_locked(a, max(a.last_sent, a.started_mono))
+
+    def _schedule_progress_locked(self, a: _Attempt, since: float) -> None:
+        if a.prog_timer is not None:
+            return  # queued when the timer fires, the latest then
+        wait = since + _PROGRESS_INTERVAL - time.monotonic()
+        if since == 0.0 or wait <= 0:
+            self._queue_progress_locked(a)
+            return
+        a.prog_timer = self._timers.after(wait, lambda: self._progress_due(a))
 
     def _progress_due(self, a: _Attempt) -> None:
         with self._mu:
@@ -760,8 +794,16 @@ class Worker:
 
     def _queue_progress_locked(self, a: _Attempt) -> None:
         assert a.progress is not None
-        self._to_send.append(a.progress)
-        a.progress, a.last_sent = None, time.monotonic()
+        p, a.progress = a.progress, None
+        logs = a.job._log._take() if a.job is not None and a.job._log is not None else None
+        if logs is not None:
+            p["logs"] = logs
+        elif a.logs_only:
+            return  # the lines went with an earlier report
+        if not a.logs_only:
+            a.last_pct, a.last_msg = p["progress"], p.get("message", "")
+        self._to_send.append(p)
+        a.last_sent = time.monotonic()
         self._send_cv.notify()
 
     # ---- sending results ----
