@@ -150,13 +150,17 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 			ext.Waiting, ext.RunMillis = append(ext.Waiting, f.Waiting), append(ext.RunMillis, runMillis(f))
 		}
 	}
+	// The extension holds as of when it was sent, not when its answer is
+	// handled: a leader paused in between finds, on waking, leases that
+	// ran out meanwhile, and the reaper must still spare their workers.
+	sent := time.Now()
 	if len(ext.IDs) > 0 {
 		if _, err := h.store.JobLeaseExtend(ctx, ext); err != nil {
 			h.storeError(ctx, storeOpLeaseExtend, err)
 			return false
 		}
 	}
-	h.l.workers.Extended(heard, time.Now())
+	h.l.workers.Extended(heard, sent)
 	return true
 }
 

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/testwait"
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // pausingQueue passes heartbeat reads through until hold is called; then
@@ -99,5 +101,105 @@ func TestPausedReadDoesNotRefreshTheHorizon(t *testing.T) {
 	}
 	if horizon, ok := r.b.l.live.fresh(time.Now(), lag); ok {
 		t.Fatalf("after handling an answer sent before the pause, the reader counts itself caught up (horizon %v)", horizon)
+	}
+}
+
+// holdingStore passes lease extensions through until hold is called;
+// then it runs the next one and keeps its answer until release, as a
+// leader paused just after the statement returned would.
+type holdingStore struct {
+	heartbeatStore
+
+	mu      sync.Mutex
+	holding bool
+	held    chan struct{} // closed when an extension's answer is held
+	heldAt  time.Time     // when that answer came back; set before held closes
+	release chan struct{} // closed by the test
+}
+
+func (s *holdingStore) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holding, s.held, s.release = true, make(chan struct{}), make(chan struct{})
+}
+
+func (s *holdingStore) JobLeaseExtend(ctx context.Context, p store.LeaseExtendParams) (int64, error) {
+	n, err := s.heartbeatStore.JobLeaseExtend(ctx, p)
+	s.mu.Lock()
+	holding := s.holding
+	s.holding = false
+	if holding {
+		s.heldAt = time.Now()
+	}
+	s.mu.Unlock()
+	if holding {
+		close(s.held)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+		}
+	}
+	return n, err
+}
+
+// TestPausedExtensionDoesNotSpareNothing: a leader pauses just after a
+// lease extension returned, and the worker's leases run out meanwhile.
+// After the pause the worker's leases are as unextended as if the
+// statement had never run: the reaper must spare them (its worker is
+// alive and was not heard since), not count them extended as of the
+// moment the answer was handled and reclaim them as lease_timeout.
+func TestPausedExtensionDoesNotSpareNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	// A worker deadline far beyond the test: the worker is alive.
+	r.b.l = newLeaderState(r.b.l.epoch, time.Minute)
+	cs := r.insertLeased(2, "w")
+	s := &holdingStore{heartbeatStore: r.store}
+	h := r.heartbeatReader()
+	h.base, h.store = r.b, s
+	lag := 2 * r.b.cfg.HeartbeatInterval
+	r.start(h)
+	hb := wire.Heartbeat{WorkerID: "w", JobTypes: []string{"*"}, Concurrency: 8}
+	for _, c := range cs {
+		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: c.ID, LeaseToken: c.LeaseToken})
+	}
+	testwait.For(t, 10*time.Second, "the reader to catch up", func() bool {
+		_, ok := r.b.l.live.fresh(time.Now(), lag)
+		return ok
+	})
+	s.hold()
+	if err := r.queue.SendHeartbeat(r.ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lease extension was held")
+	}
+	// The pause: the leases run out, and it lasts longer than the reaper's
+	// tolerance. Another worker's heartbeat waits to be read after it.
+	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.queue.SendHeartbeat(r.ctx, wire.Heartbeat{WorkerID: "x", JobTypes: []string{"*"}, Concurrency: 8}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	heldAt := s.heldAt
+	s.mu.Unlock()
+	testwait.For(t, 10*time.Second, "a pause longer than the reaper's tolerance", func() bool {
+		return time.Since(heldAt) > lag
+	})
+	close(s.release)
+	// The read after the pause (x's heartbeat) makes the reader caught up.
+	testwait.For(t, 10*time.Second, "the reader caught up after the pause", func() bool {
+		_, ok := r.b.l.live.fresh(time.Now(), lag)
+		return ok
+	})
+	rp := r.reaper()
+	rp.base = r.b
+	rp.tick(r.ctx)
+	if got := r.states(cs); !allIn(got, "leased") {
+		t.Fatalf("after the pause: %v; want the live worker's jobs still leased", got)
 	}
 }
