@@ -142,13 +142,13 @@ func (s *holdingStore) JobLeaseExtend(ctx context.Context, p store.LeaseExtendPa
 	return n, err
 }
 
-// TestPausedExtensionDoesNotSpareNothing: a leader pauses just after a
+// TestPausedExtensionStillSparesItsWorker: a leader pauses just after a
 // lease extension returned, and the worker's leases run out meanwhile.
 // After the pause the worker's leases are as unextended as if the
 // statement had never run: the reaper must spare them (its worker is
 // alive and was not heard since), not count them extended as of the
 // moment the answer was handled and reclaim them as lease_timeout.
-func TestPausedExtensionDoesNotSpareNothing(t *testing.T) {
+func TestPausedExtensionStillSparesItsWorker(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	// A worker deadline far beyond the test: the worker is alive.
