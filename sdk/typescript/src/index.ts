@@ -33,3 +33,4 @@ export {
 } from "./client.js";
 export { RawJSON } from "./json.js";
 export { type Logger, stderrLogger, discardLogger } from "./log.js";
+export { type JobLog, type LogLine } from "./joblog.js";

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { createClient } from "redis";
 
 import { encodeResult, field, int64Field, rawFields } from "./json.js";
+import { type JobLog, LogBuffer, type Logs } from "./joblog.js";
 import { type Logger, stderrLogger } from "./log.js";
 
 /** The SDK's version, sent in heartbeats for operators. */
@@ -99,6 +100,16 @@ export interface Job {
    * attempt is aborted.
    */
   progress(pct: number, message?: string): void;
+  /**
+   * log keeps what the handler logs with it with the job (GET
+   * /jobs/{id}/logs, dtsctl jobs logs): each line with its time, level,
+   * message and attrs (as key=value), the newest 64 KiB of the attempt
+   * (older lines are dropped and counted). Lines travel with the attempt's
+   * progress reports (at most one a second, none in its first second) and
+   * its result; lines logged after the handler returned are dropped. They
+   * also go to the worker's logger at debug level.
+   */
+  readonly log: JobLog;
 }
 
 /** What a handler gets beside its job. */
@@ -204,6 +215,7 @@ interface Result {
   reason?: string;
   progress?: number;
   message?: string;
+  logs?: Logs | undefined;
   startedAt: Date;
   finishedAt?: Date;
 }
@@ -217,6 +229,7 @@ function encodeResultMessage(r: Result, workerId: string): string {
   if (r.reason) s += `,"reason":${JSON.stringify(r.reason)}`;
   if (r.progress) s += `,"progress":${r.progress}`;
   if (r.message) s += `,"message":${JSON.stringify(r.message)}`;
+  if (r.logs) s += `,"logs":${JSON.stringify(r.logs)}`;
   // A progress report ends nothing: its finished_at is the zero time, as the Go worker's.
   const finished = r.outcome === "progress" ? zeroTime : (r.finishedAt ?? r.startedAt).toISOString();
   return s + `,"started_at":"${r.startedAt.toISOString()}","finished_at":"${finished}"}`;
@@ -246,6 +259,13 @@ interface Attempt {
   progress?: Result | undefined; // the latest report not yet queued
   lastProgress: number; // when the last report was queued
   progressTimer?: NodeJS.Timeout | undefined;
+  // progress is not the handler's report but one carrying its log's lines,
+  // repeating the latest report sent (lastPct, lastMsg); logs is the
+  // attempt's log once the handler used job.log.
+  logsOnly?: boolean;
+  lastPct?: number;
+  lastMsg?: string;
+  logs?: LogBuffer | undefined;
 }
 
 // TokenSet holds the last n lease tokens added.
@@ -676,6 +696,8 @@ export class Worker {
       return { ...r, outcome: "failed", reason: "permanent", error: `no handler for job type ${JSON.stringify(d.name)}`, finishedAt: new Date() };
     }
     const signal = a.controller.signal;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the job's log getter calls back into the worker
+    const worker = this;
     const job: Job = {
       id: d.jobId,
       name: d.name,
@@ -691,6 +713,15 @@ export class Worker {
         if (!(pct >= 0 && pct <= 100)) throw new RangeError(`progress ${pct}: must be between 0 and 100`);
         if (signal.aborted) return;
         this.reportProgress(d, Math.round(pct), progressMessage(message));
+      },
+      get log(): JobLog {
+        if (!a.logs) {
+          a.logs = new LogBuffer(
+            () => worker.logsWaiting(d),
+            (level, message) => worker.log.debug("job log", { job_id: d.jobId, attempt: d.attempt, level, message }),
+          );
+        }
+        return a.logs;
       },
     };
     let value: unknown;
@@ -737,8 +768,28 @@ export class Worker {
     const a = this.running.get(d.token);
     if (!a || a.jobId !== d.jobId) return;
     a.progress = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "progress", progress: pct, message, startedAt: new Date() };
+    a.logsOnly = false;
+    this.scheduleProgress(d, a, a.lastProgress);
+  }
+
+  // logsWaiting schedules a report to carry the lines waiting in the
+  // attempt's log: its pending progress report, else one that repeats its
+  // latest progress (the coordinator takes a report with lines and neither
+  // a percentage nor a message for lines only), not in the attempt's first
+  // interval: a short attempt's lines go with its result alone.
+  private logsWaiting(d: Delivery): void {
+    const a = this.running.get(d.token);
+    if (!a || a.jobId !== d.jobId) return;
+    if (!a.progress) {
+      a.progress = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "progress", progress: a.lastPct ?? 0, message: a.lastMsg ?? "", startedAt: new Date() };
+      a.logsOnly = true;
+    }
+    this.scheduleProgress(d, a, Math.max(a.lastProgress, a.startedAt));
+  }
+
+  private scheduleProgress(d: Delivery, a: Attempt, since: number): void {
     if (a.progressTimer) return; // queued when the timer fires, the latest then
-    const wait = a.lastProgress + progressIntervalMs - Date.now();
+    const wait = since + progressIntervalMs - Date.now();
     if (wait <= 0) return this.queueProgress(a);
     a.progressTimer = setTimeout(() => {
       a.progressTimer = undefined;
@@ -747,8 +798,15 @@ export class Worker {
   }
 
   private queueProgress(a: Attempt): void {
-    this.toSend.push(a.progress!);
+    const p = a.progress!;
     a.progress = undefined;
+    p.logs = a.logs?.take();
+    if (a.logsOnly && !p.logs) return; // the lines went with an earlier report
+    if (!a.logsOnly) {
+      a.lastPct = p.progress ?? 0;
+      a.lastMsg = p.message ?? "";
+    }
+    this.toSend.push(p);
     a.lastProgress = Date.now();
     this.wakeSender?.();
   }
@@ -758,8 +816,10 @@ export class Worker {
     const a = this.running.get(r.token);
     let started = 0;
     if (a) {
-      if (a.progress) this.toSend.push(a.progress); // the latest report goes ahead of the result
+      if (a.progress && a.logsOnly) a.progress = undefined; // its lines go with the result
+      if (a.progress) this.queueProgress(a); // the latest report goes ahead of the result
       clearTimeout(a.progressTimer);
+      r.logs = a.logs?.take(true);
       started = a.startedAt;
       this.running.delete(r.token);
     }

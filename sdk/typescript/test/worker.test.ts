@@ -376,6 +376,35 @@ describe("worker", { concurrency: true }, () => {
     assert.ok(!progress.some((p) => p.message?.includes("\u0007")), "control characters are dropped");
   });
 
+  it("sends job.log's lines with a lines-only report while it runs and the rest with the result, bounded", async () => {
+    const h = new Harness().handle("logs", async (job) => {
+      job.log.info("start", { to: "ada lovelace", n: 2, ok: true });
+      await new Promise((r) => setTimeout(r, 1300));
+      for (let i = 0; i < 70; i++) job.log.debug("x".repeat(1000));
+      job.log.error("last");
+      return null;
+    });
+    h.handle("quiet", async () => "ok");
+    h.start();
+    await h.deliver({ jobId: "41", token: "801", name: "logs" });
+    await h.waitOutcomes(1);
+    await h.deliver({ jobId: "42", token: "802", name: "quiet" });
+    await h.waitOutcomes(2);
+    await h.stop();
+    const rs = await h.results();
+    const mine = rs.filter((x) => x.token === "801");
+    const logsOf = (x: Sent) => (x.f.has("logs") ? (JSON.parse(x.f.get("logs")!) as { lines: { level: string; message: string }[]; dropped?: number }) : undefined);
+    const reports = mine.filter((x) => x.outcome === "progress");
+    assert.equal(reports.length, 1, JSON.stringify(mine.map((x) => x.outcome)));
+    assert.equal(reports[0]!.progress, undefined); // 0: lines only
+    assert.deepEqual(logsOf(reports[0]!)!.lines.map((l) => [l.level, l.message]), [["INFO", 'start to="ada lovelace" n=2 ok=true']]);
+    const last = logsOf(mine.at(-1)!)!;
+    const size = last.lines.reduce((n, l) => n + Buffer.byteLength(l.message) + 32, 0);
+    assert.ok(size <= 64 << 10 && (last.dropped ?? 0) > 0 && (last.dropped ?? 0) + last.lines.length === 71, `${last.lines.length} lines, ${size} bytes, ${last.dropped} dropped`);
+    assert.deepEqual([last.lines.at(-1)!.level, last.lines.at(-1)!.message], ["ERROR", "last"]);
+    assert.equal(logsOf(rs.find((x) => x.token === "802")!), undefined);
+  });
+
   it("drains on stop: hands back what has not started, aborts the rest after the grace period", async () => {
     const started = gate();
     const h = new Harness({ concurrency: 1, shutdownGraceMs: 300 }).handle("s", async (job, { signal }) => {
