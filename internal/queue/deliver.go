@@ -26,6 +26,9 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 		for i := range out.Deliveries {
 			d := &out.Deliveries[i]
 			switch {
+			case out.Codec >= wire.CodecTrace:
+				vals[i] = wire.AppendDeliveryTrace(wire.AppendDeliveryForLogs(nil, d), d)
+				continue
 			case out.Codec >= wire.CodecLogs:
 				vals[i] = wire.AppendDeliveryForLogs(nil, d)
 				continue
@@ -53,7 +56,8 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 // Outbox is one worker's deliveries of a dispatch round, and the newest
 // codec its heartbeats announce (wire.CodecJSON, wire.CodecBinary,
 // wire.CodecBatch: it may send result batches, which this leader reads, or
-// wire.CodecLogs: also results with logs).
+// wire.CodecLogs: also results with logs, or wire.CodecTrace: also
+// deliveries that end with a trace context).
 type Outbox struct {
 	Deliveries []wire.Delivery
 	Codec      int

@@ -60,6 +60,13 @@ import (
 // ignores).
 //
 //	logs:     dropped, count, then count times: time, level, message
+//
+// Trace context. A delivery to a worker that announces CodecTrace may end,
+// after created at, with the job's W3C traceparent as a string. An older
+// worker refuses trailing bytes, so the leader adds it only for a worker
+// that announced CodecTrace, and only when the job has a trace.
+//
+//	trace:    traceparent
 
 // Codecs a worker can announce in Heartbeat.Codec.
 const (
@@ -67,6 +74,7 @@ const (
 	CodecBinary = 1 // also the binary codec of this file
 	CodecBatch  = 2 // also result batches
 	CodecLogs   = 3 // also results that end with logs
+	CodecTrace  = 4 // also deliveries that end with a trace context
 )
 
 // BinaryMagic is the first byte of every binary-coded message but those
@@ -113,6 +121,16 @@ func appendDelivery(b []byte, magic byte, d *Delivery) []byte {
 	return appendTime(b, d.CreatedAt)
 }
 
+// AppendDeliveryTrace ends the binary delivery b (from one of the
+// functions above) with d's trace context, when it has one: only for a
+// worker that announced CodecTrace.
+func AppendDeliveryTrace(b []byte, d *Delivery) []byte {
+	if d.TraceParent == "" {
+		return b
+	}
+	return appendString(b, d.TraceParent)
+}
+
 // ParseDelivery decodes the binary form of a delivery. The payload shares
 // b's memory.
 func ParseDelivery(b []byte) (Delivery, error) {
@@ -141,6 +159,9 @@ func ParseDelivery(b []byte) (Delivery, error) {
 	d.MaxRetries = r.int()
 	d.TimeoutSeconds = r.int()
 	d.CreatedAt = r.time()
+	if r.err == nil && len(r.b) > 0 {
+		d.TraceParent = r.string()
+	}
 	return d, r.done()
 }
 

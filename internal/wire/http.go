@@ -119,6 +119,9 @@ type Job struct {
 	// concurrency_key, or "name:<name>" when its name had a limit when it
 	// was submitted. Left out when it is under none.
 	LimitKey string `json:"limit_key,omitempty"`
+	// TraceID is the id (32 hex digits) of the trace the job continues,
+	// from the traceparent it was submitted with; omitted: none.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // AttemptError is the error one failed attempt left behind. The fields

@@ -20,6 +20,10 @@ type Delivery struct {
 	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
 	LeaseToken     int64           `json:"lease_token"`
 	CreatedAt      time.Time       `json:"created_at"`
+	// TraceParent is the W3C trace context the attempt continues (the
+	// submit request's trace, through the leader's delivery span); empty:
+	// the job has no trace.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // ProtocolVersion is the version of the worker protocol (docs/protocol.md)
@@ -126,7 +130,8 @@ type Heartbeat struct {
 	Stopped    bool       `json:"stopped,omitempty"`  // the last heartbeat: the worker has exited
 	Credential string     `json:"credential,omitempty"`
 	// Codec is the newest codec of deliveries the worker reads (codec.go):
-	// CodecJSON (0, omitted), CodecBinary, CodecBatch or CodecLogs.
+	// CodecJSON (0, omitted), CodecBinary, CodecBatch, CodecLogs or
+	// CodecTrace.
 	Codec int `json:"codec,omitempty"`
 	// Protocol is the worker protocol version the worker speaks
 	// (ProtocolVersion); 0 or omitted means 1.

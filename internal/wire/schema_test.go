@@ -255,7 +255,7 @@ func TestSchemaBoundsMatchGoConstants(t *testing.T) {
 	}{
 		{"result progress maximum", prop("result.schema.json", "properties", "progress")["maximum"], wire.MaxProgress},
 		{"result message maxLength", prop("result.schema.json", "properties", "message")["maxLength"], wire.MaxProgressMessage},
-		{"heartbeat codec maximum", prop("heartbeat.schema.json", "properties", "codec")["maximum"], wire.CodecLogs},
+		{"heartbeat codec maximum", prop("heartbeat.schema.json", "properties", "codec")["maximum"], wire.CodecTrace},
 		{"log line level maxLength", prop("result.schema.json", "$defs", "log_line", "properties", "level")["maxLength"], wire.MaxLogLevelLen},
 		{"heartbeat protocol minimum", prop("heartbeat.schema.json", "properties", "protocol")["minimum"], wire.MinProtocolVersion},
 		{"heartbeat queues maxItems", prop("heartbeat.schema.json", "properties", "queues")["maxItems"], wire.MaxWorkerQueues},
