@@ -130,9 +130,12 @@ func (w *Worker) execute(ctx context.Context, h HandlerFunc, d wire.Delivery) (r
 		r.Outcome, r.Reason, r.Error = wire.OutcomeFailed, job.ReasonPermanent, "no handler for job type "+strconv.Quote(d.Name)
 		return r
 	}
+	// The closure takes copies of the three fields, not d: a captured d
+	// larger than 128 bytes would be moved to the heap for every attempt.
+	jobID, token, attemptNo := d.JobID, d.LeaseToken, d.Attempt
 	j := &Job{ID: strconv.FormatInt(d.JobID, 10), Name: d.Name, Queue: d.Queue, Payload: d.Payload, Attempt: d.Attempt,
 		MaxRetries: d.MaxRetries, WorkerID: w.cfg.ID, CreatedAt: d.CreatedAt,
-		progress: func(pct int, msg string) { w.reportProgress(d.JobID, d.LeaseToken, d.Attempt, pct, msg) },
+		progress: func(pct int, msg string) { w.reportProgress(jobID, token, attemptNo, pct, msg) },
 		w:        w, jobID: d.JobID, token: d.LeaseToken}
 	if w.log.Enabled(ctx, slog.LevelDebug) {
 		log().DebugContext(ctx, "attempt started")
