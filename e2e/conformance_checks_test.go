@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ var confSharedChecks = []confCheck{
 	{"retries", checkRetries},
 	{"permanent_failure", checkPermanent},
 	{"progress", checkProgress},
+	{"logs", checkLogs},
 	{"cancel_running", checkCancelRunning},
 	{"time_limit", checkTimeLimit},
 	{"credentials", checkCredentials},
@@ -338,6 +340,39 @@ func checkProgress(t *testing.T, e *confEnv) error {
 	}
 	if j.Status != "completed" || !sameJSON(j.Result, []byte(`{"done":true}`)) {
 		return fmt.Errorf("progress: conf.progress ended %s with %s (error %q), want completed with {\"done\":true}", j.Status, short(j.Result), j.LastError)
+	}
+	return nil
+}
+
+// checkLogs: the lines a handler logs with its SDK's job logger arrive in
+// GET /jobs/{id}/logs, in order, at level INFO under attempt 1, each with
+// its attribute as key=value.
+func checkLogs(t *testing.T, e *confEnv) error {
+	lines := []string{"first line", "zweite Zeile ✓"}
+	id, err := e.submit(t.Context(), map[string]any{"name": "conf.log", "payload": map[string]any{"lines": lines}, "max_retries": 0})
+	if err != nil {
+		return err
+	}
+	j, err := e.waitFinal(t, id, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if j.Status != "completed" {
+		return fmt.Errorf("logs: conf.log ended %s (error %q), want completed", j.Status, j.LastError)
+	}
+	var got wire.JobLogs
+	if err := getJSON(t.Context(), e.c.submitter+"/jobs/"+id+"/logs", &got); err != nil {
+		return err
+	}
+	var want, have []string
+	for i, l := range lines {
+		want = append(want, fmt.Sprintf("1 INFO %s n=%d", l, i+1))
+	}
+	for _, l := range got.Lines {
+		have = append(have, fmt.Sprintf("%d %s %s", l.Attempt, l.Level, l.Message))
+	}
+	if !slices.Equal(have, want) {
+		return fmt.Errorf("logs: GET /jobs/%s/logs has %q, want %q: the job logger's lines travel in the result's logs field", id, have, want)
 	}
 	return nil
 }

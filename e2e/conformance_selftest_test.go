@@ -27,6 +27,7 @@ func TestConformanceCatchesBrokenWorker(t *testing.T) {
 			{confCheck{"retries", checkRetries}, "retry:"},
 			{confCheck{"permanent", checkPermanent}, "permanent failure:"},
 			{confCheck{"progress", checkProgress}, "progress:"},
+			{confCheck{"logs", checkLogs}, "logs:"},
 			{confCheck{"cancel_running", checkCancelRunning}, "cancel of a running job:"},
 			{confCheck{"time_limit", checkTimeLimit}, "time limit:"},
 		} {

@@ -74,7 +74,7 @@ const (
 )
 
 // confJobTypes are the job names every conformance worker handles.
-var confJobTypes = []string{"conf.echo", "conf.fail", "conf.large", "conf.permanent", "conf.progress", "conf.sleep", "conf.stubborn", "conf.text"}
+var confJobTypes = []string{"conf.echo", "conf.fail", "conf.large", "conf.log", "conf.permanent", "conf.progress", "conf.sleep", "conf.stubborn", "conf.text"}
 
 // runConformance runs every check against sdk's conformance worker. The
 // checks that can share a worker run in parallel on one cluster (with

@@ -144,6 +144,16 @@ func conformanceHandlers() map[string]worker.HandlerFunc {
 			}
 			return map[string]bool{"done": true}, nil
 		},
+		"conf.log": func(_ context.Context, job *worker.Job) (any, error) {
+			var p struct {
+				Lines []string `json:"lines"`
+			}
+			_ = json.Unmarshal(job.Payload, &p)
+			for i, l := range p.Lines {
+				job.Logger().Info(l, "n", i+1)
+			}
+			return map[string]int{"logged": len(p.Lines)}, nil
+		},
 		"conf.large": func(_ context.Context, job *worker.Job) (any, error) {
 			return map[string]string{"data": strings.Repeat("x", intField(job, "size", 0))}, nil
 		},

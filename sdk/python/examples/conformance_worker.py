@@ -60,6 +60,13 @@ def main() -> int:
         await job.asleep((1500 if ms is None else ms) / 1000)
         return {"done": True}
 
+    @worker.handler("conf.log")
+    def log(job: Job) -> Any:
+        lines = job.payload.get("lines", []) if isinstance(job.payload, dict) else []
+        for i, line in enumerate(lines, 1):
+            job.log.info(str(line), n=i)
+        return {"logged": len(lines)}
+
     @worker.handler("conf.large")
     def large(job: Job) -> Any:
         return {"data": "x" * (_field(job, "size") or 0)}

@@ -49,6 +49,13 @@ function main(): Promise<void> {
     return { done: true };
   });
 
+  worker.handle("conf.log", (job) => {
+    const lines = (job.payload as { lines?: unknown } | null)?.lines;
+    const list = Array.isArray(lines) ? lines.map(String) : [];
+    list.forEach((line, i) => job.log.info(line, { n: i + 1 }));
+    return { logged: list.length };
+  });
+
   worker.handle("conf.large", (job) => {
     const size = (job.payload as { size?: unknown } | null)?.size;
     return { data: "x".repeat(typeof size === "number" && size > 0 ? size : 0) };
