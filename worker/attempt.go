@@ -188,6 +188,9 @@ func (w *Worker) report(r wire.Result, label string) {
 		if a.logs != nil {
 			r.Logs = a.logs.take(true)
 		}
+		if a.progTimer != nil {
+			a.progTimer.Stop() // nothing is left for it to queue
+		}
 		started = a.startedAt
 	}
 	delete(w.running, r.LeaseToken)
