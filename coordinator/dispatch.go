@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/dtsched/dts/coordinator/internal/registry"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
@@ -373,7 +375,8 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (i
 	slots := g.Slots
 	t0 := time.Now()
 	claimed, err := d.claim(ctx, g)
-	d.metrics.dispatchStep.WithLabelValues("claim").Observe(time.Since(t0).Seconds())
+	t1 := time.Now()
+	d.metrics.dispatchStep.WithLabelValues("claim").Observe(t1.Sub(t0).Seconds())
 	if err != nil {
 		d.storeError(ctx, storeOpClaim, err)
 		if len(claimed) == 0 {
@@ -381,18 +384,19 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (i
 		}
 		// One of the limited and the other claim failed after the other
 		// leased jobs: deliver those, then report the error.
-		n, _, derr := d.deliverClaimed(ctx, claimed, len(slots))
+		n, _, derr := d.deliverClaimed(ctx, claimed, len(slots), t0, t1)
 		if derr != nil {
 			return n, false, derr
 		}
 		return n, false, err
 	}
-	return d.deliverClaimed(ctx, claimed, len(slots))
+	return d.deliverClaimed(ctx, claimed, len(slots), t0, t1)
 }
 
-// deliverClaimed delivers the jobs claimed for a group of n slots; it
-// returns how many were claimed and whether that filled the slots.
-func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed, slots int) (int, bool, error) {
+// deliverClaimed delivers the jobs claimed for a group of n slots (by a
+// claim that ran from claimStart to claimEnd); it returns how many were
+// claimed and whether that filled the slots.
+func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed, slots int, claimStart, claimEnd time.Time) (int, bool, error) {
 	d.metrics.claimBatch.Observe(float64(len(claimed)))
 	n, filled := len(claimed), len(claimed) == slots
 	if n == 0 {
@@ -408,7 +412,9 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 	now := time.Now()
 	byWorker := map[string]queue.Outbox{}
 	debug := d.log.Enabled(ctx, slog.LevelDebug)
-	for _, j := range claimed {
+	var spans []trace.Span // of traced jobs, ended after the push
+	for i := range claimed {
+		j := &claimed[i]
 		// Record the lease before delivering, so a result that comes back
 		// at once finds it.
 		d.l.workers.Assigned(j.WorkerID, j.ID, j.LeaseToken, now)
@@ -419,15 +425,30 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		if !ok {
 			out.Codec = d.l.workers.Codec(j.WorkerID)
 		}
+		var tp string
+		if j.TraceParent != "" {
+			var span trace.Span
+			if tp, span = traceDispatch(j, claimStart, claimEnd); span != nil {
+				spans = append(spans, span)
+			}
+			d.l.traces.put(j.ID, j.LeaseToken, tp)
+		}
 		out.Deliveries = append(out.Deliveries, wire.Delivery{
 			JobID: j.ID, Name: j.Name, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
 			MaxRetries: j.MaxRetries, TimeoutSeconds: j.TimeoutSeconds, LeaseToken: j.LeaseToken, CreatedAt: j.CreatedAt,
+			TraceParent: tp,
 		})
 		byWorker[j.WorkerID] = out
 	}
 	t0 := time.Now()
 	err := d.queue.Deliver(ctx, byWorker)
 	d.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())
+	for _, span := range spans {
+		if err != nil {
+			span.RecordError(err)
+		}
+		span.End()
+	}
 	if err != nil {
 		d.redisError(ctx, redisOpDeliver, err)
 		d.undeliver(ctx, claimed)

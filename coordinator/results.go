@@ -350,6 +350,7 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 		return nil
 	}
 	a.metrics.resultBatch.Observe(float64(len(rs)))
+	start, traced := time.Now(), a.tracedOf(rs)
 	byID := make(map[int64]wire.Result, len(rs))
 	for i := range rs {
 		r := rs[i].Result
@@ -415,14 +416,22 @@ func (a *resultApplier) applyBatch(ctx context.Context, rs []queue.ReceivedResul
 		}
 		m := types.get(f.Name)
 		m.succeeded.Inc()
-		m.observeAttempt(r, f.CreatedAt)
-		m.endToEnd.Observe(r.FinishedAt.Sub(f.CreatedAt).Seconds())
+		tp := traced[f.ID]
+		m.observeAttempt(r, f.CreatedAt, tp)
+		observe(m.endToEnd, r.FinishedAt.Sub(f.CreatedAt).Seconds(), tp)
+		if tp != "" {
+			traceApplied(tp, &r, start, "completed")
+		}
 	}
 	for _, o := range failed {
 		r := byID[o.ID]
 		m := types.get(o.Name)
 		m.failed.Inc()
-		m.observeAttempt(r, o.CreatedAt)
+		tp := traced[o.ID]
+		m.observeAttempt(r, o.CreatedAt, tp)
+		if tp != "" {
+			traceApplied(tp, &r, start, string(o.State))
+		}
 		if r.Reason == job.ReasonTimeout {
 			a.metrics.jobsTotal.WithLabelValues("timeout").Inc()
 		}
@@ -555,11 +564,12 @@ func (c *typeMetricsCache) get(name string) *typeMetrics {
 
 // observeAttempt records an attempt's run time and, for a first attempt, its
 // queue wait.
-func (m *typeMetrics) observeAttempt(r wire.Result, created time.Time) {
+// A traced job's trace id goes with them as the exemplar.
+func (m *typeMetrics) observeAttempt(r wire.Result, created time.Time, traceparent string) {
 	if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
-		m.processing.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+		observe(m.processing, r.FinishedAt.Sub(r.StartedAt).Seconds(), traceparent)
 		if r.Attempt == 1 {
-			m.queueWait.Observe(max(r.StartedAt.Sub(created).Seconds(), 0))
+			observe(m.queueWait, max(r.StartedAt.Sub(created).Seconds(), 0), traceparent)
 		}
 	}
 }

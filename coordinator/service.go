@@ -41,6 +41,9 @@ type leaderState struct {
 	// then stops every service at once.
 	deposed     chan struct{}
 	deposedOnce sync.Once
+	// traces holds the traceparents of traced leases until their results
+	// are applied (trace.go).
+	traces traceBook
 }
 
 func newLeaderState(epoch int64, deadline time.Duration) *leaderState {

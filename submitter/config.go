@@ -111,6 +111,12 @@ type Config struct {
 	// deploy/grafana: the console's charts link to its panels. Default
 	// DefaultGrafanaURL (""): no links.
 	GrafanaURL string
+	// TraceURL is the link of a trace in a trace viewer, "{trace_id}"
+	// standing for the trace's id (Jaeger:
+	// http://jaeger:16686/trace/{trace_id}): the console's Job page links
+	// a traced job to its trace. Default DefaultTraceURL (""): the trace
+	// id is shown without a link.
+	TraceURL string
 }
 
 // Defaults of Config, which WithDefaults applies and cmd/submitter's flags
@@ -135,6 +141,7 @@ const (
 	DefaultRejectUnknownJobNames = false
 	DefaultUIBasePath            = "/ui"
 	DefaultGrafanaURL            = ""
+	DefaultTraceURL              = ""
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -231,6 +238,12 @@ func (c Config) validate() error {
 		if u, err := url.Parse(c.GrafanaURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			bad("GrafanaURL", "must be an http or https URL without credentials, query or fragment, got %q", c.GrafanaURL)
+		}
+	}
+	if c.TraceURL != "" {
+		if u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0")); err != nil || (u.Scheme != "http" && u.Scheme != "https") ||
+			u.Host == "" || u.User != nil || !strings.Contains(c.TraceURL, "{trace_id}") {
+			bad("TraceURL", "must be an http or https URL without credentials that holds {trace_id}, got %q", c.TraceURL)
 		}
 	}
 	if err := auth.CheckListen(c.Addr, c.Auth.Enabled(), c.InsecureNoAuth); err != nil {

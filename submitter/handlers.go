@@ -17,6 +17,7 @@ import (
 
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/otelx"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
 )
@@ -65,7 +66,10 @@ func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, p store.JobIn
 	if err := s.admit(w); err != nil {
 		return resp, false, err
 	}
-	resps, n, err := s.insert(r.Context(), []store.JobInsertParams{p})
+	ctx, tp, end := traceSubmit(r, "dts.submit")
+	defer func() { end(err) }()
+	p.TraceParent = tp
+	resps, n, err := s.insert(ctx, []store.JobInsertParams{p})
 	if err != nil {
 		return resp, false, err
 	}
@@ -73,7 +77,7 @@ func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, p store.JobIn
 }
 
 // submitJobs handles POST /submit_jobs.
-func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) (err error) {
 	body, err := httpx.ReadBody(r)
 	if err != nil {
 		return err
@@ -91,7 +95,14 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) error {
 	if err := s.admit(w); err != nil {
 		return err
 	}
-	resps, created, err := s.insert(r.Context(), params)
+	ctx, tp, end := traceSubmit(r, "dts.submit_batch")
+	defer func() { end(err) }()
+	if tp != "" {
+		for i := range params {
+			params[i].TraceParent = tp
+		}
+	}
+	resps, created, err := s.insert(ctx, params)
 	if err != nil {
 		return err
 	}
@@ -141,13 +152,15 @@ func (s *Server) insert(ctx context.Context, params []store.JobInsertParams) ([]
 	mark := s.backlog.mark()
 	var res []store.JobInsertResult
 	var err error
+	ictx, end := traceInsert(ctx, params)
 	if len(params) == 1 && len(params[0].DependsOn) == 0 {
 		var r store.JobInsertResult
-		r, err = s.inserts.Insert(ctx, params[0])
+		r, err = s.inserts.Insert(ictx, params[0])
 		res = []store.JobInsertResult{r}
 	} else {
-		res, err = s.store.JobInsert(ctx, params)
+		res, err = s.store.JobInsert(ictx, params)
 	}
+	end(err)
 	var unknown *store.UnknownJobsError
 	if errors.As(err, &unknown) {
 		ids := make([]string, len(unknown.IDs))
@@ -495,6 +508,7 @@ func jobView(j *job.Job) wire.Job {
 		Progress:        j.Progress,
 		ProgressMessage: optString(j.ProgressMessage),
 		LimitKey:        j.LimitKey,
+		TraceID:         otelx.TraceID(j.TraceParent),
 	}
 	if len(v.Payload) == 0 {
 		v.Payload = []byte("null")

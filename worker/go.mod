@@ -8,6 +8,8 @@ require (
 	github.com/emersion/go-smtp v0.24.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/wneessen/go-mail v0.7.2
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/trace v1.47.0
 )
 
 require (

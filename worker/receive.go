@@ -174,7 +174,11 @@ func (w *Worker) accept(ctx context.Context, d wire.Delivery, release bool) {
 			ctx, stop = context.WithTimeoutCause(actx, time.Duration(d.TimeoutSeconds)*time.Second, errTimeout)
 			defer stop()
 		}
+		ctx, end := traceAttempt(ctx, &d)
 		r := w.execute(ctx, h, d)
+		if end != nil {
+			end(&r)
+		}
 		w.report(r, label)
 	}()
 }

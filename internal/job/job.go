@@ -134,6 +134,9 @@ type Job struct {
 	// failed or handed back); 0 when none did since it was recorded
 	// (migration 014).
 	LastLeaseToken int64
+	// TraceParent is the W3C trace context the job continues (migration
+	// 018); "" when it has none.
+	TraceParent string
 }
 
 // AttemptError is what one ended attempt left behind in the job's errors:

@@ -54,5 +54,8 @@ func Metrics(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
+		// OpenMetrics, when the scraper asks for it, carries the latency
+		// histograms' exemplars: the trace ids of traced jobs.
+		EnableOpenMetrics: true,
 	})
 }

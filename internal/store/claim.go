@@ -23,6 +23,9 @@ type Claimed struct {
 	LeaseToken     int64
 	WorkerID       string
 	CreatedAt      time.Time
+	// TraceParent is the W3C trace context the job continues; empty:
+	// none.
+	TraceParent string
 }
 
 // JobClaimParams says how many due jobs to lease and to whom.
@@ -131,7 +134,7 @@ func collectClaimed(rows pgx.Rows, slots int) ([]Claimed, error) {
 	out, err := pgx.AppendRows(make([]Claimed, 0, slots), rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
 		err := r.Scan(&c.ID, &c.Name, &c.Queue, &c.Payload, &c.Attempt, &c.MaxRetries, &c.TimeoutSeconds,
-			&c.LeaseToken, &c.WorkerID, &c.CreatedAt)
+			&c.LeaseToken, &c.WorkerID, &c.CreatedAt, &c.TraceParent)
 		return c, err
 	})
 	if err != nil {

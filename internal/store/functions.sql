@@ -31,6 +31,22 @@ BEGIN
 END
 $$;
 
+-- The lease and the three claims return trace_parent (migration 018): a
+-- new column of a function's result is a change of its type, which CREATE
+-- OR REPLACE refuses, so the four are dropped first, once, while they lack
+-- it.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'dts_lease_jobs'
+               AND NOT ('trace_parent' = ANY (proargnames))) THEN
+        DROP FUNCTION IF EXISTS dts_lease_jobs(bigint[], text[], bigint[], bigint);
+        DROP FUNCTION IF EXISTS dts_claim_jobs(bigint, text[], text[], bigint[], bigint);
+        DROP FUNCTION IF EXISTS dts_claim_queue_jobs(bigint, text[], text[], integer[], text[], bigint[], bigint);
+        DROP FUNCTION IF EXISTS dts_claim_limited_jobs(bigint, text[], text[], text[], bigint[], bigint);
+    END IF;
+END
+$$;
+
 -- dts_lease_jobs leases the jobs p_ids, which the calling claim has locked,
 -- the i-th to the i-th slot (worker id) with the i-th fencing token, for
 -- p_lease_ms, and returns what their deliveries need. The one lease
@@ -40,7 +56,8 @@ $$;
 -- claims.
 CREATE OR REPLACE FUNCTION dts_lease_jobs(p_ids bigint[], p_slots text[], p_tokens bigint[], p_lease_ms bigint)
 RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
-               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz,
+               trace_parent text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 AS $$
@@ -54,7 +71,7 @@ BEGIN
         FROM unnest(p_ids, p_slots[1:cardinality(p_ids)], p_tokens[1:cardinality(p_ids)]) AS u(id, worker, token)
         WHERE j.id = u.id
         RETURNING j.id, j.name, j.queue, j.payload, j.attempts, j.max_retries, j.timeout_seconds,
-            j.lease_token, j.worker_id, j.created_at;
+            j.lease_token, j.worker_id, j.created_at, j.trace_parent;
 END
 $$;
 
@@ -85,7 +102,8 @@ DROP FUNCTION IF EXISTS dts_claim_jobs(text[], text[], bigint);
 CREATE OR REPLACE FUNCTION dts_claim_jobs(p_epoch bigint, p_types text[], p_slots text[], p_tokens bigint[],
                                           p_lease_ms bigint)
 RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
-               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz,
+               trace_parent text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 AS $$
@@ -142,7 +160,8 @@ $$;
 CREATE OR REPLACE FUNCTION dts_claim_queue_jobs(p_epoch bigint, p_types text[], p_queues text[], p_shares integer[],
                                                 p_slots text[], p_tokens bigint[], p_lease_ms bigint)
 RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
-               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz,
+               trace_parent text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 AS $$
@@ -261,7 +280,8 @@ $$;
 CREATE OR REPLACE FUNCTION dts_claim_limited_jobs(p_epoch bigint, p_types text[], p_queues text[],
                                                   p_slots text[], p_tokens bigint[], p_lease_ms bigint)
 RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
-               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz)
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz,
+               trace_parent text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 AS $$

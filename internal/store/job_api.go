@@ -21,7 +21,7 @@ func scanJob(row pgx.Row) (*job.Job, error) {
 	if err := row.Scan(&j.ID, &j.Name, &j.Queue, &j.Priority, &j.Payload, &state, &j.Attempts, &j.MaxRetries,
 		&j.TimeoutSeconds, &j.IdempotencyKey, &j.LastError, &errs, &j.Result, &j.WorkerID, &j.LeaseToken,
 		&j.CancelRequest, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.NextRunAt, &j.Progress, &j.ProgressMessage,
-		&j.LimitKey, &j.DeadReason, &j.LeaseExpiresAt, &j.LeaseExtensions, &j.LastLeaseToken); err != nil {
+		&j.LimitKey, &j.DeadReason, &j.LeaseExpiresAt, &j.LeaseExtensions, &j.LastLeaseToken, &j.TraceParent); err != nil {
 		return nil, interpretError(err)
 	}
 	j.State = job.State(state)

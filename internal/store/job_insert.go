@@ -41,6 +41,9 @@ type JobInsertParams struct {
 	// one is set. Empty: the job's limit_key is "name:<Name>" if that
 	// limit exists when it is inserted, else none.
 	ConcurrencyKey string
+	// TraceParent is the W3C trace context the job continues
+	// (trace_parent); empty: none.
+	TraceParent string
 }
 
 // hasParents reports whether the job waits on others.
@@ -238,10 +241,19 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
 	statuses, callbacks := make([]string, n), make([]bool, n)
 	ckeys := make([]*string, n)
+	// traces stays nil (a NULL array, which unnest pads with NULLs) while
+	// no job has a trace: the common case allocates nothing for it.
+	var traces []*string
 	for i, k := range idx {
 		p := params[k]
 		if p.ConcurrencyKey != "" {
 			ckeys[i] = &p.ConcurrencyKey
+		}
+		if p.TraceParent != "" {
+			if traces == nil {
+				traces = make([]*string, n)
+			}
+			traces[i] = &p.TraceParent
 		}
 		names[i], queues[i], payloads[i] = p.Name, p.Queue, string(p.Payload)
 		statuses[i], callbacks[i] = string(job.StatePending), p.Callback
@@ -261,7 +273,7 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
 	}
-	args := []any{names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks, ckeys}
+	args := []any{names, queues, prios, payloads, retries, timeouts, keys, runAts, delays, statuses, callbacks, ckeys, traces}
 	var rows pgx.Rows
 	var err error
 	if slices.ContainsFunc(keys, func(k *string) bool { return k != nil }) {

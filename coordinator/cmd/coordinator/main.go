@@ -34,6 +34,7 @@ import (
 	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/otelx"
 	"github.com/dtsched/dts/internal/retry"
 )
 
@@ -113,6 +114,11 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := otelx.SetupProcess(ctx, "dts-coordinator", os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -4,10 +4,16 @@
 // serves /healthz and /metrics on WORKER_ADDR. WORKER_ID, REDIS_URL,
 // WORKER_CONCURRENCY and HEARTBEAT_INTERVAL configure it as they do the
 // worker binary. It runs until SIGTERM or SIGINT, then drains.
+//
+// With the OTEL_* variables of tracing set, each attempt's handler starts a
+// span of its own (sdkworker.shout) from its context, as a user's handler
+// would around its own calls, and a job whose payload holds
+// "fail_first_attempt" fails its first attempt.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel"
 
 	"github.com/dtsched/dts/worker"
 )
@@ -50,12 +58,26 @@ func run(ctx context.Context) error {
 	if len(names) == 0 || names[0] == "" {
 		return fmt.Errorf("SDK_JOB_NAMES: no job name")
 	}
+	stopTracing, err := worker.SetupTracing(ctx, "sdkworker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(ctx)
+	}()
 	w, err := worker.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
 		w.Handle(name, func(ctx context.Context, job *worker.Job) (any, error) {
+			_, span := otel.Tracer("sdkworker").Start(ctx, "sdkworker.shout")
+			defer span.End()
+			if job.Attempt == 1 && strings.Contains(job.PayloadString(), "fail_first_attempt") {
+				return nil, errors.New("the first attempt fails")
+			}
 			return map[string]string{"shout": strings.ToUpper(job.PayloadString())}, nil
 		})
 	}

@@ -6,7 +6,7 @@ id, name, queue, priority, payload, status, attempts, max_retries, timeout_secon
     coalesce(idempotency_key, ''), coalesce(last_error, ''), errors, result, coalesce(worker_id, ''),
     coalesce(lease_token, 0), cancel_requested, created_at, started_at, finished_at, next_run_at,
     progress::int, coalesce(progress_message, ''), coalesce(limit_key, ''), coalesce(dead_reason, ''),
-    lease_expires_at, lease_extensions, coalesce(last_lease_token, 0)
+    lease_expires_at, lease_extensions, coalesce(last_lease_token, 0), coalesce(trace_parent, '')
 
 -- name: JobGet
 SELECT {{jobColumns}} FROM jobs WHERE id = $1

@@ -31,6 +31,7 @@ import (
 
 	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/otelx"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/submitter"
 )
@@ -74,6 +75,12 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+
+	stopTracing, err := otelx.SetupProcess(ctx, "dts-submitter", os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -137,6 +144,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"path of the operations console (UI_BASE_PATH)")
 	fs.StringVar(&cfg.GrafanaURL, "grafana-url", e.String("GRAFANA_URL", submitter.DefaultGrafanaURL),
 		"Grafana's base URL: the console's charts link to its dts dashboard; empty: no links (GRAFANA_URL)")
+	fs.StringVar(&cfg.TraceURL, "trace-url", e.String("TRACE_URL", submitter.DefaultTraceURL),
+		"link of a trace, {trace_id} standing for its id: the console's Job page links to the job's trace; empty: no link (TRACE_URL)")
 	if err := e.Err(); err != nil {
 		return cfg, err
 	}

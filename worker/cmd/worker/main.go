@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtsched/dts/internal/envconf"
 	"github.com/dtsched/dts/internal/httpx"
+	"github.com/dtsched/dts/internal/otelx"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/worker"
 	"github.com/dtsched/dts/worker/builtin"
@@ -110,6 +111,11 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := otelx.SetupProcess(ctx, "dts-worker", os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	var ln net.Listener
 	if *addr != "" {

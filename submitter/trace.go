@@ -1,0 +1,66 @@
+package submitter
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dtsched/dts/internal/otelx"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// traceSubmit starts a submission's trace: the span of the request, a
+// child of the W3C traceparent header when the request has one. It returns
+// the context the insert runs in, the traceparent stored with the jobs
+// ("" for none) and the function that ends the span.
+//
+// With tracing off it starts nothing: the request's own traceparent, if
+// valid, is stored as it came, so that a coordinator or worker that traces
+// continues it. Header is read by its canonical key, without Get, which
+// would allocate the key on every submission.
+func traceSubmit(r *http.Request, name string) (context.Context, string, func(error)) {
+	var in string
+	if v := r.Header["Traceparent"]; len(v) > 0 {
+		in = v[0]
+	}
+	if !otelx.Enabled() {
+		if in == "" {
+			return r.Context(), "", endNothing
+		}
+		sc, err := otelx.ParseTraceParent(in)
+		if err != nil {
+			return r.Context(), "", endNothing
+		}
+		return r.Context(), otelx.FormatTraceParent(sc), endNothing
+	}
+	ctx, span := otelx.Tracer().Start(otelx.ContextWithParent(r.Context(), in), name,
+		trace.WithSpanKind(trace.SpanKindServer))
+	return ctx, otelx.TraceParent(ctx), func(err error) { endSpan(span, err) }
+}
+
+func endNothing(error) {}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// traceInsert starts the span of an insert when the submission is traced.
+func traceInsert(ctx context.Context, params []store.JobInsertParams) (context.Context, func(error)) {
+	if !otelx.Enabled() || !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, endNothing
+	}
+	ctx, span := otelx.Tracer().Start(ctx, "dts.insert", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attrJobs(len(params)))
+	}
+	return ctx, func(err error) { endSpan(span, err) }
+}
+
+func attrJobs(n int) attribute.KeyValue { return attribute.Int("dts.jobs", n) }
