@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		s.names = newJobNames(st.WorkerJobTypes)
 	}
 	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
-	if s.console, err = ui.New(consoleService{s.svc}, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger, GrafanaURL: cfg.GrafanaURL,
+	if s.console, err = ui.New(consoleService{s.svc}, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger, GrafanaURL: cfg.GrafanaURL, TraceURL: cfg.TraceURL,
 		MaxPayloadBytes: cfg.MaxPayloadBytes}); err != nil {
 		_ = q.Close()
 		st.Close()

@@ -265,6 +265,7 @@ func matches(j wire.Job, state job.State, name, queue string) bool {
 type jobData struct {
 	T               wire.JobTimeline // the job, its attempts and its timeline
 	Payload, Result jsonBody
+	Trace           *traceLink // nil: the job has no trace
 }
 
 // job shows every field of a job, its timeline (times from its
@@ -281,6 +282,7 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := jobData{T: t, Payload: showJSON(t.Payload), Result: showJSON(t.Result)}
+	d.Trace = c.traceLink(t.Job.TraceID)
 	c.render(w, r, http.StatusOK, "job", Page{Title: "Job " + t.JobID, Nav: "jobs", Flash: flash(r), Data: d})
 }
 

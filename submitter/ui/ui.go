@@ -102,6 +102,10 @@ type Config struct {
 	// GrafanaURL is the base URL of the Grafana serving deploy/grafana's
 	// dashboard; each chart links to its panel. Default "": no links.
 	GrafanaURL string
+	// TraceURL is the link of a trace, "{trace_id}" standing for its id:
+	// the Job page links a traced job to its trace. Default "": the trace
+	// id without a link.
+	TraceURL string
 	// MaxPayloadBytes is the largest payload the service accepts (the
 	// submitter's MAX_PAYLOAD_BYTES): it sizes the body limit of the form
 	// that requeues a dead job with an edited payload (the service checks
