@@ -310,8 +310,8 @@ func TestCodecs(t *testing.T) {
 			c := newCoordinator(t, redistest.URL(), prefix, w.ID())
 			c.codec = codec
 			r := run(t, w)
-			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecLogs {
-				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecLogs)
+			if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Codec != wire.CodecTrace {
+				t.Errorf("heartbeat codec = %d, want %d", hb.Codec, wire.CodecTrace)
 			}
 			c.deliver(delivery(7, 70, "job", 1))
 			raw := c.rawResults(1)
