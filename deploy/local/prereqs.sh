@@ -22,6 +22,13 @@
 #                                    TypeScript SDKs and their conformance runs)
 #   prereqs.sh [--dry-run] ci        test, plus make
 #
+# test and ci also build Jaeger (the trace test, e2e/trace_test.go), which
+# has no Debian package, from the Go module proxy with the Go toolchain,
+# once, into a cache outside the repo: $DTS_JAEGER, default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/dts/jaeger-<version>/jaeger, where the
+# test looks for it. A cached binary is kept; the first build takes
+# minutes.
+#
 # It installs the missing Debian packages with apt-get (apt-get update
 # first) and prints what it installed. Not root: it installs nothing and
 # stops with the exact command to run. --dry-run prints what is missing and
@@ -111,6 +118,41 @@ if [[ $profile == test || $profile == ci ]]; then
 fi
 [[ $profile != ci ]] || need make 'have make'
 
+# jaeger_step builds the cached Jaeger for the test and ci profiles when
+# it is missing (a dry run says it would).
+jaeger_version=v1.76.0
+jaeger_bin=${DTS_JAEGER:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/dts/jaeger-$jaeger_version/jaeger}
+jaeger_step() {
+	[[ $profile == test || $profile == ci ]] || return 0
+	[[ -x $jaeger_bin ]] && return 0
+	if ((dry)); then
+		echo "would build Jaeger $jaeger_version into $jaeger_bin (go build from the Go module proxy)"
+		return 0
+	fi
+	local go tmp
+	go=$(command -v go || true)
+	[[ -n $go ]] || go=/usr/local/go/bin/go
+	if [[ ! -x $go ]]; then
+		echo "error: building Jaeger $jaeger_version (the trace test) needs the Go toolchain, found neither go on PATH nor $go" >&2
+		exit 1
+	fi
+	echo "prerequisites ($profile): building Jaeger $jaeger_version into $jaeger_bin (once; this takes minutes)"
+	tmp=$(mktemp -d)
+	# A module of its own that requires Jaeger, with Jaeger's own replace
+	# (go install refuses a module that has one).
+	printf 'module dts.local/jaegerbuild\n\ngo 1.24\n\nreplace github.com/Shopify/sarama => github.com/Shopify/sarama v1.33.0\n' >"$tmp/go.mod"
+	mkdir -p "$(dirname "$jaeger_bin")"
+	if ! (cd "$tmp" && GOWORK=off GOFLAGS=-mod=mod "$go" get -tool "github.com/jaegertracing/jaeger/cmd/jaeger@$jaeger_version" &&
+		GOWORK=off "$go" build -o "$jaeger_bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger); then
+		rm -rf "$tmp" "$jaeger_bin.tmp"
+		echo "error: building Jaeger $jaeger_version failed" >&2
+		exit 1
+	fi
+	mv "$jaeger_bin.tmp" "$jaeger_bin"
+	rm -rf "$tmp"
+	echo "prerequisites ($profile): built Jaeger $jaeger_version"
+}
+
 # A package named twice (prometheus for both binaries) is installed once.
 declare -A seen=()
 pkgs=()
@@ -121,6 +163,7 @@ done
 
 if ((${#pkgs[@]} == 0)); then
 	echo "prerequisites ($profile): all present"
+	jaeger_step
 	exit 0
 fi
 
@@ -128,6 +171,7 @@ install_cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y
 echo "prerequisites ($profile): missing ${pkgs[*]}"
 if ((dry)); then
 	echo "would run: $install_cmd"
+	jaeger_step
 	exit 0
 fi
 if ! have apt-get; then
@@ -146,3 +190,4 @@ if [[ " ${pkgs[*]} " == *" postgresql "* || " ${pkgs[*]} " == *" redis-server "*
 	echo "note: Debian's packages may have started their own postgresql, redis-server or prometheus service on" \
 		"its default port; dts starts its own servers, so stop those or choose other ports (PG_PORT, REDIS_PORT, PROMETHEUS_PORT)"
 fi
+jaeger_step
