@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,14 +27,9 @@ func (a *app) queuesCmd() *cobra.Command {
 			}
 			return emit(a, listing[client.QueueInfo]{
 				whole: map[string]any{"queues": qs}, items: qs,
-				id: func(q client.QueueInfo) string { return q.Name },
-				// The headers are GET /queues' field names, the words the console uses too.
-				header: []string{"NAME", "PAUSED", "CONCURRENCY", "DEPTH", "PENDING", "OLDEST PENDING SECONDS", "RUNNING",
-					"COMPLETED PER MINUTE", "FAILED PER MINUTE"},
-				row: func(q client.QueueInfo) []string {
-					return []string{q.Name, fmt.Sprint(q.Paused), fmt.Sprint(q.Concurrency), itoa(q.Depth), itoa(q.Pending),
-						fmt.Sprintf("%.1f", q.OldestPendingSeconds), itoa(q.Running), itoa(q.CompletedPerMinute), itoa(q.FailedPerMinute)}
-				},
+				id:     func(q client.QueueInfo) string { return q.Name },
+				header: queueHeader(),
+				row:    queueRow,
 			})
 		}),
 	}
@@ -77,6 +73,34 @@ func (a *app) queuesCmd() *cobra.Command {
 		}),
 	}
 	return group(cmd, ls, pause, resume, limit)
+}
+
+// queueHeader is GET /queues' field names, upper case, in its order: the
+// words the console uses too, and a field the API gains is a column at
+// once.
+func queueHeader() []string {
+	t := reflect.TypeFor[client.QueueInfo]()
+	header := make([]string, t.NumField())
+	for i := range header {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		header[i] = strings.ToUpper(strings.ReplaceAll(name, "_", " "))
+	}
+	return header
+}
+
+// queueRow is a queue's fields in queueHeader's order.
+func queueRow(q client.QueueInfo) []string {
+	v := reflect.ValueOf(q)
+	row := make([]string, v.NumField())
+	for i := range row {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Float32, reflect.Float64:
+			row[i] = strconv.FormatFloat(f.Float(), 'f', 1, 64)
+		default:
+			row[i] = fmt.Sprint(f.Interface())
+		}
+	}
+	return row
 }
 
 // ---- limits ----
