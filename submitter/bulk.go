@@ -31,18 +31,28 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.audit(r.Context(), store.AuditJobDelete, store.AuditTargetJob, formatID(id))
+	resp, err := s.svc.JobDelete(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	state, err := s.store.JobDelete(r.Context(), id)
+	httpx.WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// JobDelete deletes a finished job (completed, failed or canceled) and its
+// events (audited); the console's Job page calls it too.
+func (v service) JobDelete(ctx context.Context, id int64) (wire.SubmitResponse, error) {
+	done, err := v.s.audit(ctx, store.AuditJobDelete, store.AuditTargetJob, formatID(id))
+	if err != nil {
+		return wire.SubmitResponse{}, err
+	}
+	state, err := v.s.store.JobDelete(ctx, id)
 	if err != nil {
 		done(failure(err))
-		return s.storeError(storeOpDelete, err)
+		return wire.SubmitResponse{}, v.s.storeError(storeOpDelete, err)
 	}
 	done(map[string]any{"result": "ok", "state": string(state)})
-	httpx.WriteJSON(w, http.StatusOK, wire.SubmitResponse{JobID: formatID(id), Status: wire.StatusDeleted})
-	return nil
+	return wire.SubmitResponse{JobID: formatID(id), Status: wire.StatusDeleted}, nil
 }
 
 // bulkJobs handles POST /jobs/bulk (admin; audited unless a dry run).

@@ -51,6 +51,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+		resp.Warnings = s.nameWarnings(r.Context(), []store.JobInsertParams{p}) // jobnames.go
 	}
 	httpx.WriteJSON(w, status, resp)
 	return nil
@@ -109,6 +110,9 @@ func (s *Server) submitJobs(w http.ResponseWriter, r *http.Request) (err error) 
 	status := http.StatusOK // every job was an earlier one (a retried batch)
 	if created > 0 {
 		status = http.StatusCreated
+	}
+	for i := range resps {
+		resps[i].Warnings = s.nameWarnings(ctx, params[i:i+1]) // jobnames.go
 	}
 	resp := wire.BatchSubmitResponse{Jobs: resps}
 	if params[len(params)-1].Callback {

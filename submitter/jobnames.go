@@ -21,10 +21,11 @@ const jobNamesTTL = time.Second
 // maxNamesListed bounds the handled names an unknown_job_name answer lists.
 const maxNamesListed = 50
 
-// jobNames is the opt-in check of Config.RejectUnknownJobNames: the names
-// some worker the coordinator records handles, in any state (a worker being
-// restarted still vouches for its names, so a rolling restart turns no
-// valid submission into a 400), read at most once per jobNamesTTL.
+// jobNames are the names some worker the coordinator records handles, in
+// any state (a worker being restarted still vouches for its names, so a
+// rolling restart turns no valid submission into a 400), read at most once
+// per jobNamesTTL: the opt-in check of Config.RejectUnknownJobNames, and
+// the warnings of every submission's answer (nameWarnings).
 type jobNames struct {
 	load func(ctx context.Context) ([]string, error)
 	now  func() time.Time
@@ -67,7 +68,7 @@ func (n *jobNames) handled(ctx context.Context) (map[string]bool, []string, erro
 // job whose name no worker handles, when Config.RejectUnknownJobNames is
 // on. In a batch the message names the item (jobs[3].name).
 func (s *Server) checkJobNames(ctx context.Context, params []store.JobInsertParams, batch bool) error {
-	if s.names == nil {
+	if !s.cfg.RejectUnknownJobNames {
 		return nil
 	}
 	known, sorted, err := s.names.handled(ctx)
@@ -98,4 +99,35 @@ func (s *Server) checkJobNames(ctx context.Context, params []store.JobInsertPara
 			"%s: no worker handles %q; handled names: %s", field, p.Name, handled)
 	}
 	return nil
+}
+
+// maxNameWarnings bounds the warnings of one answer: a batch of many
+// misspelled names gets the first few.
+const maxNameWarnings = 10
+
+// nameWarnings are the warnings of a submission's answer: one per distinct
+// name of params that no worker the coordinator records handles (the jobs
+// are stored all the same, and wait for such a worker). None while no
+// worker is recorded at all (a fleet not started yet says nothing of a
+// name), and none when the read of the workers fails: the answer does not
+// depend on it.
+func (s *Server) nameWarnings(ctx context.Context, params []store.JobInsertParams) []string {
+	known, sorted, err := s.names.handled(ctx)
+	if err != nil || len(sorted) == 0 || known["*"] {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range params {
+		if known[p.Name] || seen[p.Name] {
+			continue
+		}
+		seen[p.Name] = true
+		if len(out) == maxNameWarnings {
+			out = append(out, "and more names no worker handles: see GET /stats unknown_names")
+			break
+		}
+		out = append(out, fmt.Sprintf("no worker handles job name %q: the job waits until a worker with a handler of that name starts (a typo?)", p.Name))
+	}
+	return out
 }

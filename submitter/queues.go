@@ -18,8 +18,8 @@ import (
 // (docs/architecture.md, "Queues"), so a change takes effect within one
 // POLL_INTERVAL.
 
-// Queues lists every queue with jobs waiting, running or finished in the
-// last minute, or with a setting, and its counts.
+// Queues lists every queue with jobs waiting, running, dead or finished in
+// the last minute, or with a setting, and its counts.
 func (v service) Queues(ctx context.Context) (wire.QueueListResponse, error) {
 	qs, err := v.s.store.QueueStatsList(ctx)
 	if err != nil {
@@ -29,7 +29,7 @@ func (v service) Queues(ctx context.Context) (wire.QueueListResponse, error) {
 	for i, q := range qs {
 		resp.Queues[i] = wire.QueueInfo{Name: q.Name, Paused: q.Paused, Concurrency: q.Concurrency, Depth: q.Depth,
 			Pending: q.Pending, OldestPendingSeconds: q.OldestAge, Running: q.Running,
-			CompletedPerMinute: q.Completed, FailedPerMinute: q.Failed}
+			CompletedPerMinute: q.Completed, FailedPerMinute: q.Failed, Dead: q.Dead}
 	}
 	return resp, nil
 }

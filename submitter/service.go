@@ -29,14 +29,15 @@ func (v service) Stats(ctx context.Context) (wire.StatsResponse, error) {
 		return wire.StatsResponse{}, v.s.storeError(storeOpStats, err)
 	}
 	resp := wire.StatsResponse{
-		Jobs:                 make(map[string]int64, len(job.States)),
-		QueueDepth:           st.QueueDepth,
-		DLQDepth:             st.DeadDepth,
-		OldestPendingSeconds: st.OldestPendingAge,
-		Workers:              st.WorkersByState,
-		UnknownNames:         st.Unhandled,
-		UnknownNamesOther:    st.UnhandledOther,
-		StarvedNames:         st.Starved,
+		Jobs:                        make(map[string]int64, len(job.States)),
+		QueueDepth:                  st.QueueDepth,
+		DLQDepth:                    st.DeadDepth,
+		OldestPendingSeconds:        st.OldestPendingAge,
+		OldestHandledPendingSeconds: st.OldestHandledAge,
+		Workers:                     st.WorkersByState,
+		UnknownNames:                st.Unhandled,
+		UnknownNamesOther:           st.UnhandledOther,
+		StarvedNames:                st.Starved,
 	}
 	for _, state := range job.States {
 		resp.Jobs[string(state)] = st.ByState[state]

@@ -68,7 +68,7 @@ type Server struct {
 	console  *ui.Console
 	inserts  *insertBatcher // single submissions, coalesced
 	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
-	names    *jobNames      // Config.RejectUnknownJobNames; nil when off
+	names    *jobNames      // Config.RejectUnknownJobNames and the submissions' warnings
 	ops      *opRunner      // background bulk operations (operations.go)
 
 	authn    httpx.Authenticator // nil: auth is off
@@ -134,9 +134,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	}
 	s.inserts = newInsertBatcher(st.JobInsert, insertFlushers, maxInsertRows, insertTimeout,
 		func(n int) { s.metrics.insertRows.Observe(float64(n)) })
-	if cfg.RejectUnknownJobNames {
-		s.names = newJobNames(st.WorkerJobTypes)
-	}
+	s.names = newJobNames(st.WorkerJobTypes)
 	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
 	if s.console, err = ui.New(consoleService{s.svc}, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger, GrafanaURL: cfg.GrafanaURL, TraceURL: cfg.TraceURL,
 		MaxPayloadBytes: cfg.MaxPayloadBytes}); err != nil {

@@ -46,8 +46,11 @@ type QueueStats struct {
 	// Completed and Failed count the jobs that finished so in the last
 	// minute.
 	Completed, Failed int64
-	Paused            bool
-	Concurrency       int
+	// Dead counts its failed jobs (the dead-letter queue's), whenever
+	// they failed.
+	Dead        int64
+	Paused      bool
+	Concurrency int
 }
 
 func scanQueueSetting(row pgx.Row) (QueueSetting, error) {
@@ -92,8 +95,8 @@ func (s *Store) QueueSetConcurrency(ctx context.Context, name string, n int) (Qu
 }
 
 // QueueStatsList counts each queue's jobs (see QueueStats) and adds its
-// settings: every queue with jobs waiting, running or finished in the last
-// minute, and every queue with a row. It reads the waiting, running and
+// settings: every queue with jobs waiting, running, dead or finished in the
+// last minute, and every queue with a row. It reads the waiting, running and
 // recently finished jobs through their partial indexes, with sequential
 // scans off: on a table of finished jobs a scan read them all.
 func (s *Store) QueueStatsList(ctx context.Context) ([]QueueStats, error) {
@@ -109,7 +112,7 @@ func (s *Store) QueueStatsList(ctx context.Context) ([]QueueStats, error) {
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueStats, error) {
 			var st QueueStats
 			err := r.Scan(&st.Name, &st.Depth, &st.Pending, &st.OldestAge, &st.Running, &st.Completed, &st.Failed,
-				&st.Paused, &st.Concurrency)
+				&st.Dead, &st.Paused, &st.Concurrency)
 			return st, err
 		})
 		return err

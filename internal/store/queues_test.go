@@ -316,3 +316,20 @@ func counts(got, want map[string]int) bool {
 	}
 	return true
 }
+
+// TestQueueStatsListIdleDead: a queue with nothing waiting, running or
+// finished in the last minute but dead jobs is listed, with their count
+// (before, it vanished from GET /queues a minute after its last failure).
+func TestQueueStatsListIdleDead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.insertQueue(t, "idle", 0, 3)
+	e.exec(t, `UPDATE jobs SET status = 'failed', attempts = 1, finished_at = now() - interval '2 hours', dead_reason = 'permanent' WHERE queue = 'idle'`)
+	st, err := e.s.QueueStatsList(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].Name != "idle" || st[0].Dead != 3 || st[0].Failed != 0 || st[0].Pending != 0 {
+		t.Errorf("queues = %+v; want idle with 3 dead", st)
+	}
+}

@@ -26,6 +26,10 @@ type Stats struct {
 	DeadDepth        int64 // failed
 	WorkersByState   map[string]int64
 	OldestPendingAge float64 // seconds the oldest due job has waited; 0 if none
+	// OldestHandledAge is OldestPendingAge among the names a live worker
+	// handles (as Unhandled tells live): the wait dispatch is answerable
+	// for, which a misspelled name does not drive.
+	OldestHandledAge float64
 	// Unhandled counts pending and retrying jobs (due or not) by name, for
 	// the names no live worker (available or busy) handles, "*" handling
 	// every name: the MaxUnhandledNames largest; UnhandledOther sums the
@@ -127,7 +131,7 @@ func (s *Store) StatsGet(ctx context.Context) (Stats, error) {
 		if _, err := tx.Exec(ctx, q("StatsGetSeqscanOff")); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge); err != nil {
+		if err := tx.QueryRow(ctx, q("StatsGetDue")).Scan(&st.QueueDepth, &st.OldestPendingAge, &st.OldestHandledAge); err != nil {
 			return fmt.Errorf("count due jobs: %w", err)
 		}
 		rows, err = tx.Query(ctx, q("StatsGetUnhandled"), MaxUnhandledNames)

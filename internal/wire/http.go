@@ -82,6 +82,10 @@ type SubmitResponse struct {
 	JobID           string `json:"job_id"`
 	Status          string `json:"status"`
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	// Warnings say what the submission may not do as meant though it was
+	// accepted: no worker handles the job's name (a typo, or a worker not
+	// started yet). Absent when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // BatchSubmitResponse answers POST /submit_jobs, in request order.
@@ -242,7 +246,10 @@ type StatsResponse struct {
 	QueueDepth           int64            `json:"queue_depth"` // pending or retrying and due now
 	DLQDepth             int64            `json:"dlq_depth"`   // failed jobs
 	OldestPendingSeconds float64          `json:"oldest_pending_seconds"`
-	Workers              map[string]int64 `json:"workers"` // available, busy, unavailable, draining
+	// OldestHandledPendingSeconds is OldestPendingSeconds among the names a
+	// live worker handles: jobs of UnknownNames do not drive it.
+	OldestHandledPendingSeconds float64          `json:"oldest_handled_pending_seconds"`
+	Workers                     map[string]int64 `json:"workers"` // available, busy, unavailable, draining
 	// UnknownNames counts pending and retrying jobs by name, for the names
 	// no live (available or busy) worker handles: the 100 largest;
 	// UnknownNamesOther sums the rest. Empty when every name is handled.

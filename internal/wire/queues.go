@@ -99,6 +99,9 @@ type QueueInfo struct {
 	// so in the last minute (failed: moved to the DLQ).
 	CompletedPerMinute int64 `json:"completed_per_minute"`
 	FailedPerMinute    int64 `json:"failed_per_minute"`
+	// Dead counts its jobs in the dead-letter queue (failed), whenever
+	// they failed: a queue idle but for dead jobs is listed with them.
+	Dead int64 `json:"dead"`
 }
 
 // QueueListResponse is the body of GET /queues.

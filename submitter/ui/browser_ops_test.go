@@ -149,13 +149,14 @@ func TestBrowserOps(t *testing.T) {
 	b.login(t, s.admin)
 
 	// Workers: drain w-drain from its row.
-	b.do(t, "workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"] button.drain`)))
-	if n := count(t, b, `tr[data-worker-id] button.drain`); n != 2 {
+	b.do(t, "workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"] summary.drain`)))
+	if n := count(t, b, `tr[data-worker-id] summary.drain`); n != 2 {
 		t.Errorf("%d Drain buttons, want 2", n)
 	}
 	b.shot(t, shots, "workers")
 	b.axe(t, "workers")
-	b.do(t, "drain", chromedp.Click(chromedp.CSS(`tr[data-worker-id="w-drain"] button.drain`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+	b.do(t, "drain", chromedp.Click(chromedp.CSS(`tr[data-worker-id="w-drain"] summary.drain`)),
+		chromedp.Click(chromedp.CSS(`tr[data-worker-id="w-drain"] .drain-yes`)), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
 	if msg := text(t, b, `.flash`); !strings.HasPrefix(msg, "Drain requested") {
 		t.Errorf("after drain: %q", msg)
 	}
@@ -163,7 +164,7 @@ func TestBrowserOps(t *testing.T) {
 		b.do(t, "reload workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"]`)))
 		return text(t, b, `tr[data-worker-id="w-drain"] .wstate`) == "draining"
 	})
-	if n := count(t, b, `tr[data-worker-id="w-drain"] button.drain`); n != 0 {
+	if n := count(t, b, `tr[data-worker-id="w-drain"] summary.drain`); n != 0 {
 		t.Errorf("a drained worker still offers Drain")
 	}
 	// From now on every job goes to w-keep.
@@ -195,7 +196,7 @@ func TestBrowserOps(t *testing.T) {
 	}
 	testwait.For(t, 20*time.Second, "w-drain shown available with Drain", func() bool {
 		b.do(t, "reload workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"]`)))
-		return text(t, b, `tr[data-worker-id="w-drain"] .wstate`) == "available" && count(t, b, `tr[data-worker-id="w-drain"] button.drain`) == 1
+		return text(t, b, `tr[data-worker-id="w-drain"] .wstate`) == "available" && count(t, b, `tr[data-worker-id="w-drain"] summary.drain`) == 1
 	})
 	s.call("POST", "/submit_jobs", string(body), &sub)
 	again, _ := strconv.ParseInt(sub.Jobs[0].JobID, 10, 64)

@@ -157,7 +157,7 @@ func (c *Console) dead(w http.ResponseWriter, r *http.Request) {
 			d.Groups = append(d.Groups, row)
 		}
 	}
-	c.render(w, r, http.StatusOK, "dlq", Page{Title: "Dead letters", Nav: "dlq", Flash: flash(r), Data: d})
+	c.render(w, r, http.StatusOK, "dlq", Page{Title: "Dead letters", Nav: "dlq", Flash: flash(r), Refresh: true, Data: d})
 }
 
 // ---- requeue one, as it is or with an edited payload ----

@@ -29,6 +29,7 @@ type OpsService interface {
 	ScheduleList(ctx context.Context, limit int, cursor string) (wire.ScheduleListResponse, error)
 	JobRunNow(ctx context.Context, id int64) (wire.SubmitResponse, error)
 	JobCancel(ctx context.Context, id int64) (wire.SubmitResponse, error)
+	JobDelete(ctx context.Context, id int64) (wire.SubmitResponse, error)
 	BulkCount(ctx context.Context, req wire.BulkRequest) (int64, error)
 	BulkStart(ctx context.Context, req wire.BulkRequest) (wire.BulkResponse, error)
 	OperationGet(ctx context.Context, id int64) (wire.Operation, error)
@@ -62,6 +63,7 @@ var doneMessages = map[string]string{
 	"run":      "The job is due now.",
 	"canceled": "The job was canceled.",
 	"stopping": "Cancel requested: the job ends when its running attempt stops.",
+	"deleted":  "The job was deleted.",
 }
 
 func doneFlash(r *http.Request) string { return doneMessages[r.URL.Query().Get("done")] }
@@ -93,7 +95,7 @@ func (c *Console) workers(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Workers[i] = row
 	}
-	c.render(w, r, http.StatusOK, "workers", Page{Title: "Workers", Nav: "workers", Flash: doneFlash(r), Data: d})
+	c.render(w, r, http.StatusOK, "workers", Page{Title: "Workers", Nav: "workers", Flash: doneFlash(r), Refresh: true, Data: d})
 }
 
 // age is a duration as "4s", "3m 20s", "2h 5m", "3d 4h".
@@ -188,7 +190,7 @@ func (c *Console) scheduled(w http.ResponseWriter, r *http.Request) {
 	if cursor != "" {
 		d.FirstURL = rootOf(r) + "scheduled"
 	}
-	c.render(w, r, http.StatusOK, "scheduled", Page{Title: "Scheduled", Nav: "scheduled", Flash: doneFlash(r), Data: d})
+	c.render(w, r, http.StatusOK, "scheduled", Page{Title: "Scheduled", Nav: "scheduled", Flash: doneFlash(r), Refresh: true, Data: d})
 }
 
 func (c *Console) runNow(w http.ResponseWriter, r *http.Request) {

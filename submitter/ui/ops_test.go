@@ -89,6 +89,10 @@ func (f *fakeService) JobCancel(_ context.Context, id int64) (wire.SubmitRespons
 	return wire.SubmitResponse{JobID: itoa(id), Status: "canceled"}, nil
 }
 
+func (f *fakeService) JobDelete(_ context.Context, id int64) (wire.SubmitResponse, error) {
+	return wire.SubmitResponse{JobID: itoa(id), Status: "deleted"}, nil
+}
+
 func (f *fakeService) BulkCount(_ context.Context, req wire.BulkRequest) (int64, error) {
 	if req.Status == "completed" && req.Action == wire.BulkRequeue {
 		return 0, httpx.InvalidField("status", "requeue applies to failed")

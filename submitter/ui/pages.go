@@ -29,7 +29,10 @@ type Page struct {
 	AuthOn bool
 	Flash  string
 	Live   *liveInfo // the page's live fragments' event stream (live.go); nil: none
-	Data   any
+	// Refresh: the page's part marked data-refresh is fetched again at the
+	// viewer's refresh choice (static/page.js); for pages without Live.
+	Refresh bool
+	Data    any
 }
 
 // render executes page's template (or, for an htmx request that is not a
@@ -125,6 +128,9 @@ type jobsData struct {
 	// the queues and job names the refresher last saw (no query of its
 	// own).
 	Suggest []string
+	// Counts are the jobs in each state as the refresher last counted
+	// them (no query of its own), beside the list.
+	Counts []stateCount
 }
 
 // maxSuggest bounds the search box's completions.
@@ -170,15 +176,31 @@ func qualifierValue(v string) string {
 	return v
 }
 
+// stateCounts are the jobs in each state from the shared snapshot, each
+// linking to its jobs; nil before the refresher's first read.
+func (c *Console) stateCounts(r *http.Request) []stateCount {
+	snap, _ := c.snap.latest()
+	if snap.At.IsZero() {
+		return nil
+	}
+	out := make([]stateCount, 0, len(job.States))
+	for _, st := range job.States {
+		out = append(out, stateCount{State: string(st), N: snap.Stats.Jobs[string(st)],
+			Link: rootOf(r) + "jobs?q=" + url.QueryEscape("state:"+string(st))})
+	}
+	return out
+}
+
 var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
 
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := jobsData{Q: q.Get("q")}
-	if r.Header.Get("HX-Request") == "" { // a whole page: its search box
+	if r.Header.Get("HX-Request") == "" { // a whole page: its search box and counts
 		d.Suggest = c.suggestions()
+		d.Counts = c.stateCounts(r)
 	}
-	page := Page{Title: "Jobs", Nav: "jobs", Data: &d}
+	page := Page{Title: "Jobs", Nav: "jobs", Flash: doneFlash(r), Data: &d}
 	se, err := parseQuery(d.Q)
 	p := se.P
 	if err == nil {
@@ -266,7 +288,15 @@ type jobData struct {
 	T               wire.JobTimeline // the job, its attempts and its timeline
 	Payload, Result jsonBody
 	Trace           *traceLink // nil: the job has no trace
+	// The states the Job page offers Cancel and Delete in (those the
+	// API's routes accept).
+	Cancelable, Deletable []string
 }
+
+var (
+	cancelableStates = []string{"waiting", "pending", "retrying", "leased"}
+	deletableStates  = []string{"completed", "failed", "canceled"}
+)
 
 // job shows every field of a job, its timeline (times from its
 // submission) and its attempts: GET /jobs/{id}/timeline's service call.
@@ -281,9 +311,54 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	d := jobData{T: t, Payload: showJSON(t.Payload), Result: showJSON(t.Result)}
+	d := jobData{T: t, Payload: showJSON(t.Payload), Result: showJSON(t.Result), Cancelable: cancelableStates, Deletable: deletableStates}
 	d.Trace = c.traceLink(t.Job.TraceID)
-	c.render(w, r, http.StatusOK, "job", Page{Title: "Job " + t.JobID, Nav: "jobs", Flash: flash(r), Data: d})
+	msg := flash(r)
+	if msg == "" {
+		msg = doneFlash(r)
+	}
+	c.render(w, r, http.StatusOK, "job", Page{Title: "Job " + t.JobID, Nav: "jobs", Flash: msg, Refresh: true, Data: d})
+}
+
+// cancelJob cancels job {id} from its page (after the page's
+// confirmation) and goes back to it.
+func (c *Console) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if !c.adminForm(w, r) {
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	resp, err := c.svc.JobCancel(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	done := "canceled"
+	if resp.CancelRequested {
+		done = "stopping"
+	}
+	redirect(w, rootOf(r)+"jobs/"+strconv.FormatInt(id, 10)+"?done="+done)
+}
+
+// deleteJob deletes finished job {id} from its page (after the page's
+// confirmation) and goes to Jobs.
+func (c *Console) deleteJob(w http.ResponseWriter, r *http.Request) {
+	if !c.adminForm(w, r) {
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if _, err := c.svc.JobDelete(r.Context(), id); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	redirect(w, rootOf(r)+"jobs?done=deleted")
 }
 
 // download serves a job's payload or result as a file: the way to see

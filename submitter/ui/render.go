@@ -32,6 +32,34 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 	},
 	"ago": func(t time.Time) string { return t.UTC().Format("15:04:05 UTC") },
+	// rel is a time as a human duration from now ("3m 20s ago", "in 2h
+	// 5m"); pages put the exact time (when) in its title.
+	"rel": func(v any) string {
+		t, ok := timeOf(v)
+		if !ok {
+			return "—"
+		}
+		d := time.Since(t)
+		if d < 0 {
+			return "in " + age(-d)
+		}
+		return age(d) + " ago"
+	},
+	// secs is a wait in seconds as a human duration ("3m 20s", "2h 0m").
+	"secs": func(v any) string {
+		switch v := v.(type) {
+		case float64:
+			return age(time.Duration(v * float64(time.Second)))
+		case int:
+			return age(time.Duration(v) * time.Second)
+		case int64:
+			return age(time.Duration(v) * time.Second)
+		}
+		return "—"
+	},
+	// actionWords says what an operator action of the audit log did, for
+	// the timeline.
+	"actionWords": func() map[string]string { return actionWords },
 	// since is at as an offset from from ("+1.25 s"); the Job page's
 	// times are offsets from the submission.
 	"since": func(from time.Time, at any) string {
@@ -78,6 +106,9 @@ var funcs = template.FuncMap{
 		return m
 	},
 }
+
+// actionWords name the audit log's job actions on the Job page's timeline.
+var actionWords = map[string]string{"job.requeue": "Requeued", "job.cancel": "Cancel requested", "job.run_now": "Made due now (run now)"}
 
 // timeOf is the time of a time.Time or a non-nil *time.Time.
 func timeOf(v any) (time.Time, bool) {

@@ -224,6 +224,8 @@ func (c *Console) routes() http.Handler {
 		r.Get("/jobs", c.jobs)
 		r.Get("/jobs/{id}", c.job)
 		r.Get("/jobs/{id}/{part:payload|result}", c.download)
+		r.Post("/jobs/{id}/cancel", c.cancelJob)
+		r.Post("/jobs/{id}/delete", c.deleteJob)
 		r.Get("/dlq", c.dead)
 		r.Post("/dlq/requeue", c.requeueSelected)
 		r.Get("/dlq/{id}/edit", c.editPage)

@@ -319,7 +319,7 @@ func checkPage(t *testing.T, name string, w *httptest.ResponseRecorder, wantStat
 		}
 	}
 	if strings.Contains(body, "<html") {
-		want := []string{HTMXFile}
+		want := []string{HTMXFile, "page.js"}
 		if strings.Contains(body, `sse-connect=`) {
 			want = append(want, HTMXSSEFile, "live.js")
 		}
@@ -351,10 +351,10 @@ func TestPagesRender(t *testing.T) {
 	}{
 		{name: "overview", target: "/", token: "admin", status: 200,
 			want: []string{`data-state="failed">2<`, `id="dlq-depth">2<`, `id="workers">2 / 5<`, "epoch 7", "&lt;script&gt;", `href="./jobs?q=state%3Afailed"`,
-				`<tr data-queue="reports"><td><a href="./jobs?q=queue%3Areports">reports</a></td><td><span class="state state-failed">paused</span></td><td class="n">4</td><td class="n">40</td><td class="n">41</td><td class="n">612 s</td>`,
+				`<tr data-queue="reports"><td class="wrap ident"><a href="./jobs?q=queue%3Areports">reports</a></td><td><span class="state state-failed">paused</span></td><td class="n">4</td><td class="n">40</td><td class="n">41</td><td class="n nowrap" title="612 s">10m 12s</td>`,
 				`href="./jobs?q=name%3Asend_emial&#43;state%3Apending">send_emial</a></td><td class="n" data-unhandled="send_emial">12</td>`,
 				`<td class="muted">other names</td><td class="n">3</td>`,
-				`href="./jobs?q=name%3Azz_shout&#43;state%3Apending">zz_shout</a></td><td class="n" data-starved="zz_shout">91 s</td>`}},
+				`href="./jobs?q=name%3Azz_shout&#43;state%3Apending">zz_shout</a></td><td class="n nowrap" data-starved="zz_shout" title="91 s">1m 31s</td>`}},
 		{name: "overview read only", target: "/", token: "read", status: 200, want: []string{"read only", "Log out"}},
 		{name: "overview auth off", target: "/", authOff: true, status: 200, wantNot: []string{"Log out"}},
 		{name: "jobs", target: "/jobs", token: "admin", status: 200,
@@ -631,7 +631,7 @@ func TestVendoredScripts(t *testing.T) {
 	}
 	entries, _ := fs.ReadDir(staticFS, "static")
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".js") && e.Name() != HTMXFile && e.Name() != HTMXSSEFile && e.Name() != "live.js" { // live.js: the console's own
+		if strings.HasSuffix(e.Name(), ".js") && e.Name() != HTMXFile && e.Name() != HTMXSSEFile && e.Name() != "live.js" && e.Name() != "page.js" { // live.js, page.js: the console's own
 			t.Errorf("static/%s: an unchecked script", e.Name())
 		}
 	}

@@ -23,27 +23,32 @@ INSERT INTO queues (name, concurrency) VALUES ($1, $2)
 SET LOCAL enable_seqscan = off
 
 -- name: QueueStatsList
--- Every queue with waiting or running jobs, jobs finished in the last
--- minute, or a row in queues. Depth and the oldest age count due jobs
--- only, as jobs_in_queue does; pending counts every waiting job.
+-- Every queue that holds waiting, running or dead jobs, jobs finished in
+-- the last minute, or a row in queues: an idle queue holding only dead
+-- jobs is listed too. Depth and the oldest age count due jobs only, as
+-- jobs_in_queue does; pending counts every waiting job; dead counts the
+-- failed jobs, whenever they failed (jobs_dead_groups_idx holds exactly those).
 WITH counts AS (
     SELECT queue, sum(depth)::bigint AS depth, sum(pending)::bigint AS pending, max(oldest) AS oldest,
-        sum(running)::bigint AS running, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
+        sum(running)::bigint AS running, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed,
+        sum(dead)::bigint AS dead
     FROM (
         SELECT queue, count(*) FILTER (WHERE next_run_at <= now()) AS depth, count(*) AS pending,
             extract(epoch FROM now() - min(next_run_at) FILTER (WHERE next_run_at <= now()))::float8 AS oldest,
-            0 AS running, 0 AS completed, 0 AS failed
+            0 AS running, 0 AS completed, 0 AS failed, 0 AS dead
         FROM jobs WHERE status IN ('pending', 'retrying') GROUP BY queue
         UNION ALL
-        SELECT queue, 0, 0, NULL, count(*), 0, 0 FROM jobs WHERE status = 'leased' GROUP BY queue
+        SELECT queue, 0, 0, NULL, count(*), 0, 0, 0 FROM jobs WHERE status = 'leased' GROUP BY queue
         UNION ALL
-        SELECT queue, 0, 0, NULL, 0, count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed')
+        SELECT queue, 0, 0, NULL, 0, count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed'), 0
         FROM jobs WHERE status IN ('completed', 'failed') AND finished_at > now() - interval '1 minute' GROUP BY queue
+        UNION ALL
+        SELECT queue, 0, 0, NULL, 0, 0, 0, count(*) FROM jobs WHERE status = 'failed' GROUP BY queue
     ) AS parts
     GROUP BY queue
 )
 SELECT coalesce(c.queue, s.name), coalesce(c.depth, 0), coalesce(c.pending, 0), coalesce(c.oldest, 0),
-        coalesce(c.running, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
+        coalesce(c.running, 0), coalesce(c.completed, 0), coalesce(c.failed, 0), coalesce(c.dead, 0),
         coalesce(s.paused, false), coalesce(s.concurrency, 0)
     FROM counts c FULL JOIN queues s ON s.name = c.queue
     ORDER BY 1

@@ -17,7 +17,15 @@ SET LOCAL enable_seqscan = on
 SELECT status, count(*) FROM jobs GROUP BY status
 
 -- name: StatsGetDue
-SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8
+-- The due jobs, the oldest one's wait, and the oldest wait among the names
+-- a live worker (available or busy) handles ("*" handles every name): a
+-- misspelled name waits for ever and would otherwise be the headline.
+WITH handled AS (
+    SELECT DISTINCT t.name FROM workers, unnest(job_types) AS t(name) WHERE state IN ('available', 'busy')
+)
+SELECT count(*), coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8,
+    coalesce(extract(epoch FROM now() - min(next_run_at) FILTER (
+        WHERE name IN (SELECT name FROM handled) OR EXISTS (SELECT 1 FROM handled WHERE handled.name = '*'))), 0)::float8
     FROM jobs WHERE status IN ('pending', 'retrying') AND next_run_at <= now()
 
 -- name: StatsGetWorkers
