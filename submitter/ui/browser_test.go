@@ -336,7 +336,7 @@ func get[T any](t *testing.T, b *browser, what string, a chromedp.Action[T]) T {
 // back button reloads the page: its context goes away mid-poll).
 func (b *browser) waitJS(t *testing.T, what, cond string) {
 	t.Helper()
-	testwait.NoError(t, 10*time.Second, fmt.Sprintf("%s: %s", what, cond), func() error {
+	testwait.NoError(t, 30*time.Second, fmt.Sprintf("%s: %s", what, cond), func() error {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer cancel()
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
