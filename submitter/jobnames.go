@@ -30,6 +30,8 @@ type jobNames struct {
 	load func(ctx context.Context) ([]string, error)
 	now  func() time.Time
 
+	loading sync.Mutex // held by the one caller reloading the names
+
 	mu     sync.Mutex
 	at     time.Time // of the last successful load; zero: none yet
 	known  map[string]bool
@@ -43,25 +45,45 @@ func newJobNames(load func(context.Context) ([]string, error)) *jobNames {
 // handled returns the set of handled names (with "*" when some worker takes
 // every name) and the names sorted. A failed read keeps serving the last
 // good one; with none, it returns the error.
+//
+// Every submission asks, so only one caller reloads: while it does, the
+// others get the last good names at once (with none yet, they wait for
+// it), and a slow database read holds up no submission but the reloader.
 func (n *jobNames) handled(ctx context.Context) (map[string]bool, []string, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.at.IsZero() && n.now().Sub(n.at) < jobNamesTTL {
-		return n.known, n.sorted, nil
+	at, known, sorted := n.last()
+	if !at.IsZero() && n.now().Sub(at) < jobNamesTTL {
+		return known, sorted, nil
+	}
+	if at.IsZero() {
+		n.loading.Lock()
+	} else if !n.loading.TryLock() {
+		return known, sorted, nil // another caller is reloading
+	}
+	defer n.loading.Unlock()
+	if at, known, sorted = n.last(); !at.IsZero() && n.now().Sub(at) < jobNamesTTL {
+		return known, sorted, nil // reloaded while this caller waited
 	}
 	types, err := n.load(ctx)
 	if err != nil {
-		if n.at.IsZero() {
+		if at.IsZero() {
 			return nil, nil, err
 		}
-		return n.known, n.sorted, nil
+		return known, sorted, nil
 	}
-	n.known = make(map[string]bool, len(types))
+	known = make(map[string]bool, len(types))
 	for _, t := range types {
-		n.known[t] = true
+		known[t] = true
 	}
-	n.sorted, n.at = types, n.now()
-	return n.known, n.sorted, nil
+	n.mu.Lock()
+	n.known, n.sorted, n.at = known, types, n.now()
+	n.mu.Unlock()
+	return known, types, nil
+}
+
+func (n *jobNames) last() (time.Time, map[string]bool, []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.at, n.known, n.sorted
 }
 
 // checkJobNames refuses, with 400 unknown_job_name, a submission holding a
