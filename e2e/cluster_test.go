@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/internal/testwait"
+	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
@@ -50,6 +52,13 @@ func TestMain(m *testing.M) {
 	}()
 	pgtest.Cleanup()
 	redistest.Cleanup()
+	if code == 0 {
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -198,16 +207,10 @@ func tailFile(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// eventually polls cond every 20ms until it holds or timeout passes.
+// eventually is testwait.For on the cluster's test.
 func (c *cluster) eventually(timeout time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(c.t, timeout, what, cond)
 }
 
 // do sends a JSON request and decodes the JSON answer.
