@@ -169,7 +169,8 @@ func builtBinaries(t *testing.T) string {
 
 // TestQuickFleet runs 6 workers of 8 slots, three to a fleetworker
 // process: every worker registers under its own id and takes part in the
-// drain, and the report lists the two processes.
+// drain, the sustained load keeps flowing, and the report lists the two
+// processes.
 func TestQuickFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the services and runs a cluster")
@@ -182,7 +183,7 @@ func TestQuickFleet(t *testing.T) {
 		RedisURL:         redistest.URL(),
 		RedisPrefix:      redistest.Prefix(t),
 		BinDir:           builtBinaries(t),
-		Scenarios:        []string{ScenarioDrain},
+		Scenarios:        []string{ScenarioDrain, ScenarioSustained},
 	})
 	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency = 6, 3, 8
 	cfg.DrainJobs = 600
@@ -199,6 +200,12 @@ func TestQuickFleet(t *testing.T) {
 		if u := use(rep.Drain.Resources, name); u == nil || u.PeakRSSMB <= 0 {
 			t.Errorf("drain resources: %s: %+v", name, u)
 		}
+	}
+	// The sustained load is bounded by the unfinished jobs, counted by the
+	// workers' completion counters: the fleetworker must serve them, or
+	// the clients stop at the bound for good.
+	if s := rep.Sustained; s == nil || s.Submitted == 0 || s.CompletedRate <= 0 {
+		t.Errorf("sustained: %+v; want jobs submitted and completed in the window", s)
 	}
 	if u := use(rep.Drain.Resources, "worker-3"); u != nil {
 		t.Errorf("drain resources list a third worker process: %+v", u)

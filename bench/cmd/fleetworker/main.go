@@ -5,6 +5,10 @@
 // runs as processes (bench -workers-per-process); every worker in it
 // speaks the protocol exactly as a worker process does.
 //
+// GET /metrics on WORKER_ADDR answers the workers' counters summed over
+// the workers of the process, series by series (the bench's sustained
+// scenario counts completions by them).
+//
 // Its other settings are the worker binary's: REDIS_URL, REDIS_PREFIX,
 // WORKER_CONCURRENCY, WORKER_PREFETCH, HEARTBEAT_INTERVAL, LOG_LEVEL, and
 // WORKER_ADDR, where it answers GET /healthz once every worker is made.
@@ -16,8 +20,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -78,6 +85,7 @@ func run() error {
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { writeSummed(w, workers) })
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
@@ -89,4 +97,33 @@ func run() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// writeSummed writes each counter series of the workers' metrics (the
+// lines of the _total families) summed over the workers.
+func writeSummed(out http.ResponseWriter, workers []*worker.Worker) {
+	sums := map[string]float64{}
+	var order []string
+	for _, w := range workers {
+		rec := httptest.NewRecorder()
+		w.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			series, value, ok := strings.Cut(line, " ")
+			if !ok || strings.HasPrefix(line, "#") || !strings.Contains(series, "_total") {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				continue
+			}
+			if _, seen := sums[series]; !seen {
+				order = append(order, series)
+			}
+			sums[series] += v
+		}
+	}
+	out.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	for _, series := range order {
+		fmt.Fprintf(out, "%s %g\n", series, sums[series])
+	}
 }
