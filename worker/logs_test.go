@@ -85,7 +85,7 @@ func TestJobLogger(t *testing.T) {
 func TestJobLoggerOutsideWorker(t *testing.T) {
 	j := &Job{}
 	j.Logger().Info("x", "a", "")
-	if j.Logger() != j.Logger() {
+	if first, second := j.Logger(), j.Logger(); first != second {
 		t.Error("Logger returned a new logger")
 	}
 }
