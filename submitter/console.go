@@ -48,3 +48,8 @@ func (c consoleService) DeadGroups(ctx context.Context, limit int) (ui.DeadGroup
 	}
 	return out, err
 }
+
+// JobLogs returns a job's first limit log lines (GET /jobs/{id}/logs).
+func (c consoleService) JobLogs(ctx context.Context, id int64, limit int64) (wire.JobLogs, error) {
+	return c.service.JobLogs(ctx, JobLogsQuery{ID: id, Limit: limit})
+}

@@ -21,7 +21,7 @@ func oneLine(sel string) string {
 }
 
 // TestBrowserPolish drives the console's rough edges of issue 26: a Job
-// page that follows its job without a reload, refresh on the pages of
+// page that follows its job (and its handler's log lines) without a reload, refresh on the pages of
 // changing data, confirmations before cancel, delete and drain, select all
 // and the action bar on top of Dead letters, state counts beside Jobs,
 // human durations with the exact time on hover, an idle queue holding
@@ -61,6 +61,12 @@ func TestBrowserPolish(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.within(t, "the Job page shows the lease", 3*time.Second, `window.notReloaded === true && document.querySelector("#job-status").textContent === "leased" && document.querySelector("#job-attempts").textContent.startsWith("1")`)
+	// A line the handler logged, as the leader stores it, shows while the
+	// attempt runs.
+	if _, err := s.db.Exec(t.Context(), `INSERT INTO job_logs (job_id, attempt, at, level, message) VALUES ($1, 1, now(), 'INFO', 'rendering page 3 of 9')`, run.JobID); err != nil {
+		t.Fatal(err)
+	}
+	b.within(t, "the Job page shows the handler's log line", 3*time.Second, `window.notReloaded === true && document.querySelector("#logs tr[data-level=INFO]") !== null && document.querySelector("#logs").textContent.includes("rendering page 3 of 9")`)
 	if _, err := s.db.Exec(t.Context(), `UPDATE jobs SET status = 'completed', lease_token = NULL, lease_expires_at = NULL, last_lease_token = 7,
 		finished_at = now() WHERE id = $1`, run.JobID); err != nil {
 		t.Fatal(err)

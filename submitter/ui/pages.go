@@ -288,6 +288,9 @@ type jobData struct {
 	T               wire.JobTimeline // the job, its attempts and its timeline
 	Payload, Result jsonBody
 	Trace           *traceLink // nil: the job has no trace
+	// Logs are the job's first jobPageLogLines log lines and its
+	// attempts' dropped counts.
+	Logs wire.JobLogs
 	// The states the Job page offers Cancel and Delete in (those the
 	// API's routes accept).
 	Cancelable, Deletable []string
@@ -297,6 +300,10 @@ var (
 	cancelableStates = []string{"waiting", "pending", "retrying", "leased"}
 	deletableStates  = []string{"completed", "failed", "canceled"}
 )
+
+// jobPageLogLines bounds the log lines the Job page shows; the rest are a
+// link away (GET /jobs/{id}/logs, dtsctl jobs logs).
+const jobPageLogLines = 500
 
 // job shows every field of a job, its timeline (times from its
 // submission) and its attempts: GET /jobs/{id}/timeline's service call.
@@ -313,6 +320,10 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request) {
 	}
 	d := jobData{T: t, Payload: showJSON(t.Payload), Result: showJSON(t.Result), Cancelable: cancelableStates, Deletable: deletableStates}
 	d.Trace = c.traceLink(t.Job.TraceID)
+	if d.Logs, err = c.svc.JobLogs(r.Context(), id, jobPageLogLines); err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	msg := flash(r)
 	if msg == "" {
 		msg = doneFlash(r)

@@ -70,6 +70,9 @@ type Service interface {
 	// JobTimeline returns a job with its attempts and timeline (GET
 	// /jobs/{id}/timeline).
 	JobTimeline(ctx context.Context, id int64) (wire.JobTimeline, error)
+	// JobLogs returns a job's first limit log lines, oldest first, with
+	// its attempts' dropped counts (GET /jobs/{id}/logs).
+	JobLogs(ctx context.Context, id int64, limit int64) (wire.JobLogs, error)
 	// JobGetByKey returns the job holding an idempotency key.
 	JobGetByKey(ctx context.Context, key string) (wire.Job, error)
 	// JobSearch returns a page of the jobs p selects that pass scan's

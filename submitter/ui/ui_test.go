@@ -165,6 +165,27 @@ func (f *fakeService) JobTimeline(ctx context.Context, id int64) (wire.JobTimeli
 		}}, nil
 }
 
+// JobLogs: job 1 has two attempts' lines (one hostile) and dropped lines,
+// more than the page shows; the other jobs have none.
+func (f *fakeService) JobLogs(ctx context.Context, id int64, limit int64) (wire.JobLogs, error) {
+	j, err := f.JobGet(ctx, id)
+	if err != nil {
+		return wire.JobLogs{}, err
+	}
+	out := wire.JobLogs{JobID: j.JobID, Lines: []wire.JobLogLine{}, Dropped: []wire.JobLogDropped{}}
+	if id != 1 {
+		return out, nil
+	}
+	t0 := j.CreatedAt
+	out.Lines = []wire.JobLogLine{
+		{Seq: 1, Attempt: 1, Time: t0.Add(300 * time.Millisecond), Level: "INFO", Message: "fetching report n=1"},
+		{Seq: 2, Attempt: 2, Time: t0.Add(1500 * time.Millisecond), Level: "ERROR", Message: hostile},
+	}
+	out.Dropped = []wire.JobLogDropped{{Attempt: 2, Dropped: 17}}
+	out.NextAfter, out.More = 2, limit <= int64(len(out.Lines))+1000
+	return out, nil
+}
+
 func (f *fakeService) JobGetByKey(_ context.Context, key string) (wire.Job, error) {
 	f.calls.Add(1)
 	if key == "bad\x01" {
@@ -394,6 +415,12 @@ func TestPagesRender(t *testing.T) {
 				`<td class="token">1234567890123456789</td>`, `<td class="token"><span class="muted">hidden while it runs</span></td>`,
 				`<td class="n nowrap">1.25 s</td>`, "retry at &#43;4.25 s", "lease to &#43;1 m 30 s",
 				`<tr data-outcome="job_error"><td class="n">1</td>`, "extended 3 times by heartbeats)"}},
+		{name: "job logs", target: "/jobs/1", token: "read", status: 200,
+			want: []string{`<table class="list logs" id="logs" aria-labelledby="logs-heading">`,
+				`<tr data-level="INFO"><td class="n">1</td><td class="nowrap"><span title="2026-01-02 03:04:05.300 UTC">&#43;300 ms</span></td><td class="level-INFO">INFO</td><td class="wrap"><pre tabindex="0">fetching report n=1</pre></td></tr>`,
+				`<td class="level-ERROR">ERROR</td><td class="wrap"><pre tabindex="0">&lt;script&gt;`,
+				"Attempt 2: 17 older lines dropped", `id="logs-more"`, "dtsctl jobs logs 1"}},
+		{name: "job without logs", target: "/jobs/2", token: "read", status: 200, want: []string{`id="logs-empty"`}, wantNot: []string{`id="logs"`}},
 		{name: "job deep json", target: "/jobs/2", token: "read", status: 200, want: []string{"nested too deep to indent"}},
 		{name: "job large payload", target: "/jobs/3", token: "read", status: 200,
 			want: []string{`href="../jobs/3/payload"`, "too large to show here"}, wantNot: []string{"bbbbbbbbbbbbbbbbbbbbbbbbb"}},
