@@ -49,7 +49,7 @@ import (
 const (
 	namePrefix = "dtsh-" // namespaces: dtsh-<pid>-<seq>-<host>
 	bridgePre  = "dtsb"  // bridges: dtsb<pid>.<seq>
-	vethPre    = "dtsv"  // host-side veth ends: dtsv<net>.<host>
+	vethPre    = "dtsv"  // host-side veth ends: dtsv<pid>.<seq>.<host>, base 36
 	netsDir    = "/var/run/netns"
 	maxHosts   = 200 // .10 to .209 of the /24
 	firstHost  = 10
@@ -70,6 +70,7 @@ type Network struct {
 
 	t      testing.TB
 	id     string // unique among the live networks of this machine
+	seq    int64  // this process's number for the network
 	net    int    // third octet of the /24
 	bridge string
 
@@ -122,7 +123,8 @@ func New(t testing.TB) *Network {
 	defer unlock()
 	removeStale()
 	n := &Network{t: t, rules: map[rule]bool{}}
-	n.id = fmt.Sprintf("%d-%d", os.Getpid(), seq.Add(1))
+	n.seq = seq.Add(1)
+	n.id = fmt.Sprintf("%d-%d", os.Getpid(), n.seq)
 	t.Cleanup(n.remove)
 	used, err := usedSubnets()
 	if err != nil {
@@ -173,7 +175,13 @@ func (n *Network) AddHost(name string) *Host {
 	n.hosts = append(n.hosts, h)
 	n.mu.Unlock()
 
-	veth := fmt.Sprintf("%s%d.%d", vethPre, n.net, i)
+	// Named after the process and the network, not the /24: a namespace
+	// outlives its network's cleanup while anything holds it (a process
+	// inside, an open file of it), and its veth's host end with it, so a
+	// later network on the same /24 would find the name taken. 15 bytes
+	// at most (IFNAMSIZ): a pid is at most 5 digits in base 36.
+	veth := fmt.Sprintf("%s%s.%s.%s", vethPre, strconv.FormatInt(int64(os.Getpid()), 36),
+		strconv.FormatInt(n.seq%1296, 36), strconv.FormatInt(int64(i), 36))
 	steps := [][]string{
 		{"netns", "add", h.Netns},
 		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.Netns},

@@ -2,6 +2,7 @@ package netns_test
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -150,4 +151,28 @@ func TestConcurrentNetworksGetTheirOwnSubnet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A namespace can outlive its network's cleanup while anything still holds
+// it (a process or a thread inside, an open file of it), and its veth's
+// host end with it. A network made after that, on the /24 just freed,
+// still gets hosts: veth names are never reused.
+func TestNetworkAfterALingeringNamespace(t *testing.T) {
+	var held *os.File
+	t.Run("first", func(t *testing.T) {
+		n := netns.New(t)
+		h := n.AddHost("a")
+		f, err := os.Open(h.File())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = f
+	})
+	if held == nil {
+		t.Fatal("the first network was not made")
+	}
+	defer held.Close()
+	n := netns.New(t)
+	n.AddHost("a")
+	n.AddHost("b")
 }
