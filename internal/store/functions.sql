@@ -31,6 +31,37 @@ BEGIN
 END
 $$;
 
+-- dts_end_stuck_fence(min_age_ms) ends the transactions that have held
+-- the fence (lock 727003) for longer than min_age_ms, for a coordinator
+-- taking over an expired lease (LeaderAcquire): a deposed leader frozen in
+-- the middle of a write (stopped between two statements of a transaction,
+-- or while PostgreSQL sends it a result) holds the fence until it wakes,
+-- and LeaderAcquireEpoch would wait as long. Its writes are uncommitted,
+-- so ending them loses nothing. A backend this role may not signal is
+-- skipped (the take-over then waits for it, as before).
+CREATE OR REPLACE FUNCTION dts_end_stuck_fence(p_min_age_ms bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    holder integer;
+    ended integer := 0;
+BEGIN
+    FOR holder IN SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 727003 AND l.objsubid = 1
+          AND l.granted AND l.pid <> pg_backend_pid()
+          AND a.xact_start < clock_timestamp() - p_min_age_ms * interval '1 millisecond'
+    LOOP
+        BEGIN
+            IF pg_terminate_backend(holder, 1000) THEN
+                ended := ended + 1;
+            END IF;
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN ended;
+END
+$$;
+
 -- The lease and the three claims return trace_parent (migration 018): a
 -- new column of a function's result is a change of its type, which CREATE
 -- OR REPLACE refuses, so the four are dropped first, once, while they lack

@@ -20,6 +20,12 @@ import (
 // (dts_fence in functions.sql), so a deposed leader that wakes up changes
 // nothing.
 
+// stuckFenceAge is how long a fenced write of a leader whose lease has run
+// out may stay open before its successor ends it: fenced writes take
+// milliseconds, so one older than this belongs to a leader that stopped in
+// the middle of it.
+const stuckFenceAge = time.Second
+
 // LeaderAcquire takes the leader lease for holder if it is free (never
 // taken, expired, or given up), for ttl, and returns the new epoch. It
 // returns (0, nil) while another holder's lease runs.
@@ -28,6 +34,12 @@ func (s *Store) LeaderAcquire(ctx context.Context, holder string, ttl time.Durat
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, q("LeaderAcquireLease"), holder, millis(ttl))
 		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// The previous leader's lease has run out: a fenced write of its
+		// still open after stuckFenceAge is stuck (it froze mid-write), and
+		// is ended rather than waited for.
+		if _, err := tx.Exec(ctx, q("LeaderAcquireEndStuckFence"), millis(stuckFenceAge)); err != nil {
 			return err
 		}
 		// Waits for the fenced writes of the previous leader in progress.

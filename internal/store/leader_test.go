@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -165,5 +166,46 @@ func TestFenceWaitsForWritesInProgress(t *testing.T) {
 	}
 	if n := <-got; n != e.epoch+1 {
 		t.Errorf("take-over epoch = %d, want %d", n, e.epoch+1)
+	}
+}
+
+// TestTakeOverEndsAFrozenLeadersWrite: a leader frozen in the middle of a
+// fenced write (stopped between two statements of its transaction) holds
+// the fence until it wakes. Its lease runs out, and a standby takes over
+// within its election attempt all the same: the stuck write is ended
+// (uncommitted, it loses nothing) instead of waited for.
+func TestTakeOverEndsAFrozenLeadersWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := e.s.LeaderResign(e.ctx, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.s.LeaderAcquire(e.ctx, "coord-a", 300*time.Millisecond)
+	if err != nil || a == 0 {
+		t.Fatalf("a acquire = %d, %v", a, err)
+	}
+	frozen, err := e.db.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = frozen.Rollback(context.Background()) }()
+	if _, err := frozen.Exec(e.ctx, `SELECT dts_fence($1)`, a); err != nil {
+		t.Fatal(err)
+	}
+	// The frozen transaction stays open; b tries once its lease is out.
+	var b int64
+	testwait.For(t, 15*time.Second, "b to take over from the frozen leader", func() bool {
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
+		if b, err = e.s.LeaderAcquire(ctx, "coord-b", time.Minute); err != nil {
+			t.Fatalf("b acquire: %v (waiting on the frozen leader's write)", err)
+		}
+		return b != 0
+	})
+	if b != a+1 {
+		t.Errorf("b's epoch = %d, want %d", b, a+1)
+	}
+	if _, err := frozen.Exec(e.ctx, `SELECT 1`); err == nil {
+		t.Error("the frozen leader's transaction still runs after the take-over")
 	}
 }

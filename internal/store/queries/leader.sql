@@ -5,6 +5,9 @@ UPDATE coordinator_lease SET holder = $1,
         expires_at = clock_timestamp() + $2 * interval '1 millisecond'
     WHERE id = 1 AND expires_at <= clock_timestamp()
 
+-- name: LeaderAcquireEndStuckFence
+SELECT dts_end_stuck_fence($1)
+
 -- name: LeaderAcquireEpoch
 -- The exclusive side of dts_fence's lock 727003: waits for the fenced
 -- writes in progress, and holds new ones until this transaction commits.
