@@ -173,13 +173,21 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("\x01123\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, err := ParseDelivery(b); err == nil {
-			again, err := ParseDelivery(AppendDelivery(nil, &got))
+			// A delivery that came with a trace context goes back with it
+			// (the form a worker announcing CodecTrace gets).
+			again, err := ParseDelivery(AppendDeliveryTrace(AppendDelivery(nil, &got), &got))
 			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Errorf("delivery %+v re-encoded: %+v, %v", got, again, err)
 			}
 		}
 		if got, err := ParseResult(b); err == nil {
-			again, err := ParseResult(AppendResult(nil, &got))
+			// A result that came with logs goes back with them (the form
+			// a leader reading logs gets); without, in the plain form.
+			encode := AppendResult
+			if got.Logs != nil {
+				encode = AppendResultWithLogs
+			}
+			again, err := ParseResult(encode(nil, &got))
 			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Errorf("result %+v re-encoded: %+v, %v", got, again, err)
 			}
