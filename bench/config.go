@@ -196,10 +196,8 @@ func (c Config) validate() error {
 		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("Workers: %d, want at least 1", c.Workers)
 	case c.WorkersPerProcess < 1:
-		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("WorkersPerProcess: %d, want at least 1", c.WorkersPerProcess)
 	case c.WorkersPerProcess > 1 && slices.Contains(c.Scenarios, ScenarioRecovery):
-		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return errors.New("WorkersPerProcess: the recovery scenario kills one worker process, so it needs one worker to a process")
 	case c.Concurrency < 1:
 		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
