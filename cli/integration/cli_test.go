@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,6 +21,7 @@ import (
 
 	"github.com/dtsched/dts/cli/command"
 	"github.com/dtsched/dts/coordinator"
+	"github.com/dtsched/dts/devcluster"
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
@@ -46,8 +44,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stack is one in-process submitter on its own database and Redis prefix.
+// stack is the harness's in-process cluster (devcluster.Stack) with the
+// environment dtsctl runs in.
 type stack struct {
+	h      *devcluster.Stack
 	t      *testing.T
 	url    string
 	dbURL  string
@@ -57,77 +57,23 @@ type stack struct {
 
 func newStack(t *testing.T, configure ...func(*submitter.Config)) *stack {
 	t.Helper()
-	s := &stack{t: t, dbURL: pgtest.NewDatabase(t), prefix: redistest.Prefix(t)}
-	cfg := submitter.Config{DatabaseURL: s.dbURL, RedisURL: redistest.URL(), RedisPrefix: s.prefix}
-	for _, f := range configure {
-		f(&cfg)
-	}
-	srv, err := submitter.New(t.Context(), cfg, logger(t))
-	if err != nil {
-		t.Fatalf("submitter.New: %v", err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	s.url = hs.URL
-	s.env = map[string]string{"DTSCTL_SERVER": hs.URL, "HOME": t.TempDir()}
-	return s
-}
-
-func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h := devcluster.New(t, configure...)
+	return &stack{h: h, t: t, url: h.URL, dbURL: h.DatabaseURL, prefix: h.RedisPrefix,
+		env: map[string]string{"DTSCTL_SERVER": h.URL, "HOME": t.TempDir()}}
 }
 
 // run starts a coordinator and a worker w1 with handlers until the test ends.
 func (s *stack) run(handlers map[string]worker.HandlerFunc) {
-	s.start(func(w *worker.Worker) {
-		for name, h := range handlers {
-			w.Handle(name, h)
-		}
-	}, nil)
+	s.t.Helper()
+	s.h.Run(devcluster.Services{Handlers: handlers})
 }
 
 // start starts a coordinator, configured by configure when it is not nil,
 // and a worker w1 whose handlers register installs, until the test ends;
 // it returns the coordinator's HTTP address.
 func (s *stack) start(register func(*worker.Worker), configure func(*coordinator.Config)) string {
-	t := s.t
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	cfg := coordinator.Config{ID: "c1", DatabaseURL: s.dbURL, RedisURL: redistest.URL(),
-		RedisPrefix: s.prefix, HeartbeatInterval: 100 * time.Millisecond, ElectionInterval: 100 * time.Millisecond,
-		PollInterval: 50 * time.Millisecond}
-	if configure != nil {
-		configure(&cfg)
-	}
-	co, err := coordinator.New(ctx, cfg, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(ctx, worker.Config{ID: "w1", RedisURL: redistest.URL(), RedisPrefix: s.prefix,
-		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(w)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	go func() { done <- co.Run(ctx, ln) }()
-	go func() { done <- w.Run(ctx, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
-	})
-	return ln.Addr().String()
+	s.t.Helper()
+	return s.h.Run(devcluster.Services{Register: register, Coordinator: configure})
 }
 
 // result is one dtsctl run.

@@ -6,6 +6,7 @@ require (
 	github.com/dtsched/dts/cli v0.0.0
 	github.com/dtsched/dts/client v0.1.0
 	github.com/dtsched/dts/coordinator v0.0.0
+	github.com/dtsched/dts/devcluster v0.0.0
 	github.com/dtsched/dts/internal v0.1.0
 	github.com/dtsched/dts/submitter v0.0.0
 	github.com/dtsched/dts/worker v0.1.0
@@ -51,6 +52,7 @@ replace (
 	github.com/dtsched/dts/cli => ../
 	github.com/dtsched/dts/client => ../../client
 	github.com/dtsched/dts/coordinator => ../../coordinator
+	github.com/dtsched/dts/devcluster => ../../devcluster
 	github.com/dtsched/dts/internal => ../../internal
 	github.com/dtsched/dts/submitter => ../../submitter
 	github.com/dtsched/dts/worker => ../../worker

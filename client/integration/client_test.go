@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -18,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dtsched/dts/client"
-	"github.com/dtsched/dts/coordinator"
+	"github.com/dtsched/dts/devcluster"
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
@@ -41,8 +39,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stack is one in-process submitter on its own database and Redis prefix.
+// stack is the harness's in-process cluster (devcluster.Stack) under the
+// names the tests here use.
 type stack struct {
+	h      *devcluster.Stack
 	t      *testing.T
 	url    string
 	dbURL  string
@@ -51,28 +51,11 @@ type stack struct {
 
 func newStack(t *testing.T, configure ...func(*submitter.Config)) *stack {
 	t.Helper()
-	s := &stack{t: t, dbURL: pgtest.NewDatabase(t), prefix: redistest.Prefix(t)}
-	cfg := submitter.Config{DatabaseURL: s.dbURL, RedisURL: redistest.URL(), RedisPrefix: s.prefix}
-	for _, f := range configure {
-		f(&cfg)
-	}
-	srv, err := submitter.New(t.Context(), cfg, logger(t))
-	if err != nil {
-		t.Fatalf("submitter.New: %v", err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	s.url = hs.URL
-	return s
+	h := devcluster.New(t, configure...)
+	return &stack{h: h, t: t, url: h.URL, dbURL: h.DatabaseURL, prefix: h.RedisPrefix}
 }
 
-func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
+func logger(t *testing.T) *slog.Logger { return devcluster.Logger(t) }
 
 func (s *stack) client(cfg client.Config) *client.Client {
 	s.t.Helper()
@@ -87,38 +70,8 @@ func (s *stack) client(cfg client.Config) *client.Client {
 // run starts a coordinator and a worker with handlers, in process, until
 // the test ends.
 func (s *stack) run(handlers map[string]worker.HandlerFunc) {
-	t := s.t
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	co, err := coordinator.New(ctx, coordinator.Config{ID: "c1", DatabaseURL: s.dbURL, RedisURL: redistest.URL(),
-		RedisPrefix: s.prefix, HeartbeatInterval: 100 * time.Millisecond, ElectionInterval: 100 * time.Millisecond,
-		PollInterval: 50 * time.Millisecond}, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(ctx, worker.Config{ID: "w1", RedisURL: redistest.URL(), RedisPrefix: s.prefix,
-		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, h := range handlers {
-		w.Handle(name, h)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	go func() { done <- co.Run(ctx, ln) }()
-	go func() { done <- w.Run(ctx, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
-	})
+	s.t.Helper()
+	s.h.Run(devcluster.Services{Handlers: handlers})
 }
 
 func within(t *testing.T, d time.Duration) context.Context {

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/dtsched/dts/client v0.1.0
 	github.com/dtsched/dts/coordinator v0.0.0
+	github.com/dtsched/dts/devcluster v0.0.0
 	github.com/dtsched/dts/internal v0.1.0
 	github.com/dtsched/dts/submitter v0.0.0
 	github.com/dtsched/dts/worker v0.1.0
@@ -37,6 +38,7 @@ require (
 replace (
 	github.com/dtsched/dts/client => ../
 	github.com/dtsched/dts/coordinator => ../../coordinator
+	github.com/dtsched/dts/devcluster => ../../devcluster
 	github.com/dtsched/dts/internal => ../../internal
 	github.com/dtsched/dts/submitter => ../../submitter
 	github.com/dtsched/dts/worker => ../../worker
