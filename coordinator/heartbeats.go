@@ -73,7 +73,7 @@ func (h *heartbeatReader) run(ctx context.Context) {
 		// flight finds, on waking, an answer from before the pause, and
 		// must not count itself caught up until a read sent since has
 		// come back.
-		sent := time.Now()
+		sent := h.now()
 		r, err := h.queue.ReadHeartbeats(ctx, after, heartbeatReadMax, h.cfg.HeartbeatInterval)
 		if err != nil {
 			blind = true
@@ -153,7 +153,7 @@ func (h *heartbeatReader) apply(ctx context.Context, hbs []queue.ReceivedHeartbe
 	// The extension holds as of when it was sent, not when its answer is
 	// handled: a leader paused in between finds, on waking, leases that
 	// ran out meanwhile, and the reaper must still spare their workers.
-	sent := time.Now()
+	sent := h.now()
 	if len(ext.IDs) > 0 {
 		if _, err := h.store.JobLeaseExtend(ctx, ext); err != nil {
 			h.storeError(ctx, storeOpLeaseExtend, err)

@@ -87,7 +87,7 @@ func (c *Coordinator) lead(ctx context.Context, epoch int64) {
 // leaderServices builds the leader's services over this coordinator's
 // store and queue, in the order lead stops them.
 func (c *Coordinator) leaderServices(l *leaderState) []startstop.Service {
-	b := base{cfg: c.cfg, log: c.log, metrics: c.metrics, l: l}
+	b := base{cfg: c.cfg, log: c.log, metrics: c.metrics, l: l, now: time.Now}
 	return []startstop.Service{
 		&scheduler{base: b, store: c.store},
 		&dispatcher{base: b, store: c.store, queue: c.queue},

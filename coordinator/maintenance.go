@@ -54,7 +54,7 @@ func (m *maintainer) run(ctx context.Context) {
 	defer t.Stop()
 	var lastClean, lastMirror, lastRollup time.Time
 	for ctx.Err() == nil {
-		now := time.Now()
+		now := m.now()
 		m.syncWorkers(ctx)
 		lastRollup = m.rollup(ctx, now, lastRollup)
 		if now.Sub(lastMirror) >= m.cfg.DeadMirrorInterval {

@@ -22,7 +22,6 @@ type pausingQueue struct {
 	mu       sync.Mutex
 	holding  bool
 	heldRead chan struct{} // closed when a read's answer is held
-	heldAt   time.Time     // when that answer came back; set before heldRead closes
 	release  chan struct{} // closed by the test: hand the answer over
 	nextRead chan struct{} // closed when the read after it arrives
 }
@@ -48,9 +47,6 @@ func (q *pausingQueue) ReadHeartbeats(ctx context.Context, after string, max int
 	}
 	r, err := q.heartbeatQueue.ReadHeartbeats(ctx, after, max, block)
 	if holding {
-		q.mu.Lock()
-		q.heldAt = time.Now()
-		q.mu.Unlock()
 		close(held)
 		select {
 		case <-q.release:
@@ -75,7 +71,7 @@ func TestPausedReadDoesNotRefreshTheHorizon(t *testing.T) {
 	lag := 2 * r.b.cfg.HeartbeatInterval
 	r.start(h)
 	testwait.For(t, 10*time.Second, "the reader to catch up", func() bool {
-		_, ok := r.b.l.live.fresh(time.Now(), lag)
+		_, ok := r.b.l.live.fresh(r.clock.now(), lag)
 		return ok
 	})
 
@@ -85,21 +81,16 @@ func TestPausedReadDoesNotRefreshTheHorizon(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no read was held")
 	}
-	// The pause: longer than the reaper's tolerance, counted from when
+	// The pause: twice the reaper's tolerance on the leader's clock, after
 	// the held answer came back (its read was sent before that).
-	q.mu.Lock()
-	heldAt := q.heldAt
-	q.mu.Unlock()
-	testwait.For(t, 10*time.Second, "a pause longer than the reaper's tolerance", func() bool {
-		return time.Since(heldAt) > lag
-	})
+	r.clock.advance(2 * lag)
 	close(q.release)
 	select {
 	case <-q.nextRead: // the held answer has been handled
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reader never read again after the held answer")
 	}
-	if horizon, ok := r.b.l.live.fresh(time.Now(), lag); ok {
+	if horizon, ok := r.b.l.live.fresh(r.clock.now(), lag); ok {
 		t.Fatalf("after handling an answer sent before the pause, the reader counts itself caught up (horizon %v)", horizon)
 	}
 }
@@ -113,7 +104,6 @@ type holdingStore struct {
 	mu      sync.Mutex
 	holding bool
 	held    chan struct{} // closed when an extension's answer is held
-	heldAt  time.Time     // when that answer came back; set before held closes
 	release chan struct{} // closed by the test
 }
 
@@ -128,9 +118,6 @@ func (s *holdingStore) JobLeaseExtend(ctx context.Context, p store.LeaseExtendPa
 	s.mu.Lock()
 	holding := s.holding
 	s.holding = false
-	if holding {
-		s.heldAt = time.Now()
-	}
 	s.mu.Unlock()
 	if holding {
 		close(s.held)
@@ -164,7 +151,7 @@ func TestPausedExtensionStillSparesItsWorker(t *testing.T) {
 		hb.InFlight = append(hb.InFlight, wire.InFlight{JobID: c.ID, LeaseToken: c.LeaseToken})
 	}
 	testwait.For(t, 10*time.Second, "the reader to catch up", func() bool {
-		_, ok := r.b.l.live.fresh(time.Now(), lag)
+		_, ok := r.b.l.live.fresh(r.clock.now(), lag)
 		return ok
 	})
 	s.hold()
@@ -184,16 +171,11 @@ func TestPausedExtensionStillSparesItsWorker(t *testing.T) {
 	if err := r.queue.SendHeartbeat(r.ctx, wire.Heartbeat{WorkerID: "x", JobTypes: []string{"*"}, Concurrency: 8}); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	heldAt := s.heldAt
-	s.mu.Unlock()
-	testwait.For(t, 10*time.Second, "a pause longer than the reaper's tolerance", func() bool {
-		return time.Since(heldAt) > lag
-	})
+	r.clock.advance(2 * lag)
 	close(s.release)
 	// The read after the pause (x's heartbeat) makes the reader caught up.
 	testwait.For(t, 10*time.Second, "the reader caught up after the pause", func() bool {
-		_, ok := r.b.l.live.fresh(time.Now(), lag)
+		_, ok := r.b.l.live.fresh(r.clock.now(), lag)
 		return ok
 	})
 	rp := r.reaper()

@@ -98,7 +98,7 @@ func (r *reaper) stopGrace() time.Duration { return 2 * r.cfg.HeartbeatInterval 
 
 // tick runs one round.
 func (r *reaper) tick(ctx context.Context) {
-	horizon, ok := r.l.live.fresh(time.Now(), r.maxHeartbeatLag())
+	horizon, ok := r.l.live.fresh(r.now(), r.maxHeartbeatLag())
 	if !ok {
 		r.metrics.reaperSkipped.Inc()
 		return // behind, or blind: cannot tell a dead worker from our own delay
@@ -120,14 +120,14 @@ func (r *reaper) tick(ctx context.Context) {
 	for _, w := range r.l.workers.Expire(horizon) {
 		r.reclaimWorker(ctx, w)
 	}
-	if time.Since(r.expiredAt) < r.expiredEvery() {
+	if r.now().Sub(r.expiredAt) < r.expiredEvery() {
 		return
 	}
-	r.expiredAt = time.Now()
+	r.expiredAt = r.now()
 	// A live worker whose reported leases have not been extended lately
 	// (the reader read nothing of it since a stall of ours) is spared: its
 	// leases may have run out only because we could not extend them.
-	spare := append(r.l.workers.Unextended(time.Now().Add(-r.maxHeartbeatLag())), stopped...)
+	spare := append(r.l.workers.Unextended(r.now().Add(-r.maxHeartbeatLag())), stopped...)
 	outs, err := r.store.JobReclaimExpired(ctx, r.l.epoch, spare, r.retry)
 	if err != nil {
 		r.storeError(ctx, storeOpReclaimExpired, err)

@@ -90,7 +90,7 @@ func (s *slotState) set(bound bool) {
 // liveness is the heartbeat reader's progress, which decides whether the
 // reaper may judge anyone. horizon is a time on Redis's clock up to which
 // every heartbeat has been read and its leases extended; at is when (on
-// this process's monotonic clock) that was last established. A leader that
+// the services' clock, base.now) that was last established. A leader that
 // has been paused, or whose reader is blocked in Redis or PostgreSQL, has a
 // stale at: it expires nobody until it has caught up.
 type liveness struct {
@@ -122,6 +122,11 @@ type base struct {
 	log     *slog.Logger
 	metrics *metrics
 	l       *leaderState
+	// now is the clock the services time their own progress by: when the
+	// heartbeat reader caught up and extended leases, and the reaper's
+	// and maintainer's judgements of how stale that is. time.Now; a test
+	// moves it ahead to age them without waiting.
+	now func() time.Time
 }
 
 // storeError counts and logs a failed PostgreSQL operation. A write refused

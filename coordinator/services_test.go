@@ -42,6 +42,28 @@ type rig struct {
 	rdb   *redis.Client
 	keys  queue.Keys
 	b     base
+	clock *testClock
+}
+
+// testClock is the services' clock (base.now) in a rig: time.Now, moved
+// ahead by what the test advanced it, so that a stall of the leader ages
+// its own progress at once. Redis's and PostgreSQL's clocks do not move:
+// what a test judges on them (heartbeats' arrival, leases) takes real time.
+type testClock struct {
+	mu    sync.Mutex
+	ahead time.Duration
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.ahead)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ahead += d
 }
 
 // newRig makes a leader of a fresh database, with a 100 ms heartbeat
@@ -76,11 +98,12 @@ func newRig(t *testing.T) *rig {
 	cfg := Config{DatabaseURL: url, RedisURL: redistest.URL(), HeartbeatInterval: 100 * time.Millisecond,
 		LeaseDuration: 2 * time.Second, PollInterval: 50 * time.Millisecond}.WithDefaults()
 	l := newLeaderState(epoch, cfg.workerDeadline())
-	b := base{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics(prometheus.NewRegistry()), l: l}
+	clock := &testClock{}
+	b := base{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics(prometheus.NewRegistry()), l: l, now: clock.now}
 	if testing.Verbose() {
 		b.log = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
-	return &rig{t: t, ctx: ctx, store: st, queue: q, db: db, rdb: rdb, keys: queue.Keys{Prefix: prefix}, b: b}
+	return &rig{t: t, ctx: ctx, store: st, queue: q, db: db, rdb: rdb, keys: queue.Keys{Prefix: prefix}, b: b, clock: clock}
 }
 
 func (r *rig) heartbeatReader() *heartbeatReader {
@@ -182,7 +205,7 @@ func allIn(m map[int64]string, want string) bool {
 // caughtUp waits until the heartbeat reader has caught up after now.
 func (r *rig) caughtUp() {
 	r.t.Helper()
-	since := time.Now()
+	since := r.clock.now()
 	testwait.For(r.t, 10*time.Second, "the heartbeat reader to catch up", func() bool {
 		r.b.l.live.mu.Lock()
 		defer r.b.l.live.mu.Unlock()
@@ -205,10 +228,11 @@ func TestPausedReaderExpiresNobody(t *testing.T) {
 	rp := r.reaper()
 
 	h.Stop() // the reader stalls; heartbeats keep arriving in Redis
-	stalled := time.Now()
-	for time.Since(stalled) < 10*r.b.cfg.workerDeadline() {
+	// The stall lasts ten worker deadlines on the leader's clock, the
+	// reaper ticking through it.
+	for range 10 {
+		r.clock.advance(r.b.cfg.workerDeadline())
 		rp.tick(r.ctx)
-		time.Sleep(r.b.cfg.HeartbeatInterval / 4)
 	}
 	if n := testutil.ToFloat64(r.b.metrics.reaperSkipped); n == 0 {
 		t.Error("the reaper judged workers while the reader was stalled")
@@ -418,13 +442,22 @@ func TestHeartbeatIDsBackwards(t *testing.T) {
 	if err := r.rdb.Del(r.ctx, r.keys.Heartbeats()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	replaced, err := r.rdb.Time(r.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.beat("w", cs) // new entries, with ids below the cursor
 	rp := r.reaper()
-	start := time.Now()
-	for time.Since(start) < 10*r.b.cfg.workerDeadline() {
+	// Silence is judged on Redis's clock, so only real time tells: tick
+	// the reaper until the reader has caught up to three worker deadlines
+	// after the replacement, by when a worker whose heartbeats the reader
+	// no longer saw is unavailable.
+	mark := replaced.Add(3 * r.b.cfg.workerDeadline())
+	testwait.For(t, 10*time.Second, "the reader's horizon three worker deadlines past the replacement", func() bool {
+		horizon, ok := r.b.l.live.fresh(r.clock.now(), rp.maxHeartbeatLag())
 		rp.tick(r.ctx)
-		time.Sleep(r.b.cfg.HeartbeatInterval / 4)
-	}
+		return ok && horizon.After(mark)
+	})
 	if !r.b.l.workers.Usable("w") {
 		t.Error("the worker was declared unavailable: the reader stopped seeing its heartbeats")
 	}

@@ -51,7 +51,7 @@ func TestStoppedWorkersResultsWinOverTheRelease(t *testing.T) {
 		return n == len(cs)
 	})
 	testwait.For(t, 10*time.Second, "a horizon past the stop grace", func() bool {
-		h, ok := r.b.l.live.fresh(time.Now(), rp.maxHeartbeatLag())
+		h, ok := r.b.l.live.fresh(r.clock.now(), rp.maxHeartbeatLag())
 		return ok && h.After(stoppedAt.Add(rp.stopGrace()))
 	})
 	rp.tick(r.ctx)

@@ -113,6 +113,35 @@ func TestUntilReturnsLastError(t *testing.T) {
 	}
 }
 
+// A cond that returns GiveUp ends the wait at once, long before its
+// deadline, with the error it wrapped.
+func TestGiveUpEndsTheWaitAtOnce(t *testing.T) {
+	t.Parallel()
+	ended := errors.New("the job failed")
+	var calls atomic.Int32
+	cond := func() error {
+		if calls.Add(1) < 3 {
+			return errors.New("still running")
+		}
+		return testwait.GiveUp(ended)
+	}
+	start := time.Now()
+	if err := testwait.Until(t, time.Minute, cond); err != ended {
+		t.Fatalf("Until = %v, want the error GiveUp wrapped", err)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("cond called %d times, want 3 (never again after GiveUp)", n)
+	}
+	calls.Store(0)
+	msg := fails(t, func(tb testing.TB) { testwait.NoError(tb, time.Minute, "the job to complete", cond) })
+	if want := "gave up waiting for the job to complete: the job failed"; msg != want {
+		t.Fatalf("NoError failed with %q, want %q", msg, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("gave up after %v, want at once", d)
+	}
+}
+
 // A state already reached costs no wait: the first call comes at once.
 func TestForFirstCallImmediate(t *testing.T) {
 	t.Parallel()
