@@ -396,8 +396,10 @@ func (c *Client) ListAll(ctx context.Context, p ListParams) iter.Seq2[*Job, erro
 	}
 }
 
-// DLQParams pages DLQ. Zero fields are left out.
+// DLQParams filters and pages DLQ. Zero fields are left out.
 type DLQParams struct {
+	// Queue keeps failed jobs of one queue.
+	Queue string
 	// Limit is the page size, 1..1000 (server default 50).
 	Limit int
 	// Cursor is the previous page's NextCursor (opaque).
@@ -408,6 +410,7 @@ type DLQParams struct {
 // recently failed first.
 func (c *Client) DLQ(ctx context.Context, p DLQParams) (*DLQPage, error) {
 	q := url.Values{}
+	set(q, "queue", p.Queue)
 	set(q, "cursor", p.Cursor)
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))

@@ -39,6 +39,13 @@ func (c consoleService) Rollup(ctx context.Context, since time.Time) ([]ui.Rollu
 	return out, err
 }
 
+// DeadList returns a page of the DLQ, every queue's (the Dead letters
+// page has no queue filter: a queue's dead jobs are the Jobs page's
+// "queue:Q state:failed", which the Queues page links to).
+func (c consoleService) DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error) {
+	return c.service.DeadList(ctx, "", limit, cursor)
+}
+
 // DeadGroups returns the largest groups of dead jobs.
 func (c consoleService) DeadGroups(ctx context.Context, limit int) (ui.DeadGroups, error) {
 	g, err := c.service.DeadGroups(ctx, limit)

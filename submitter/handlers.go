@@ -259,13 +259,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listDead handles GET /dlq?limit=&cursor=.
+// listDead handles GET /dlq?queue=&limit=&cursor=.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryLimit(r)
 	if err != nil {
 		return err
 	}
-	resp, err := s.svc.DeadList(r.Context(), limit, r.URL.Query().Get("cursor"))
+	q := r.URL.Query()
+	resp, err := s.svc.DeadList(r.Context(), q.Get("queue"), limit, q.Get("cursor"))
 	if err != nil {
 		return err
 	}

@@ -218,9 +218,14 @@ func checkScan(s store.JobScan) error {
 }
 
 // DeadList returns a page of the DLQ, the most recently failed first,
-// from cursor (a next_cursor; "" for the first page).
-func (v service) DeadList(ctx context.Context, limit int, cursor string) (wire.DLQResponse, error) {
-	p := store.DeadListParams{Limit: limit, MaxBytes: maxListBytes}
+// from cursor (a next_cursor; "" for the first page), of one queue's dead
+// jobs when queue is not "" (errors name the query parameters: queue,
+// cursor).
+func (v service) DeadList(ctx context.Context, queue string, limit int, cursor string) (wire.DLQResponse, error) {
+	if queue != "" && !wire.ValidQueueName(queue) {
+		return wire.DLQResponse{}, httpx.InvalidField("queue", "must be 1 to %d characters from A-Z a-z 0-9 _ . : -", maxQueueLen)
+	}
+	p := store.DeadListParams{Limit: limit, MaxBytes: maxListBytes, Queue: queue}
 	if cursor != "" {
 		var err error
 		if p.After, err = parseDeadCursor(cursor); err != nil {

@@ -595,16 +595,17 @@ func (a *app) dlqCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dlq", Short: "The dead-letter queue: failed jobs"}
 	var limit int
 	var all bool
-	var cursor string
+	var cursor, queue string
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List failed jobs, the most recently failed first",
 		Example: `  dtsctl dlq ls
+  dtsctl dlq ls --queue reports
   dtsctl dlq ls --all -q`,
 		Args: cobra.NoArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			p := client.DLQParams{Limit: limit, Cursor: cursor}
+			p := client.DLQParams{Queue: queue, Limit: limit, Cursor: cursor}
 			page, err := a.c.DLQ(cmd.Context(), p)
 			if err != nil {
 				return err
@@ -635,6 +636,7 @@ func (a *app) dlqCmd() *cobra.Command {
 			return nil
 		}),
 	}
+	ls.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
 	ls.Flags().IntVar(&limit, "limit", 50, "jobs per page, 1..1000")
 	ls.Flags().BoolVar(&all, "all", false, "follow the cursors to the last page")
 	ls.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (next_cursor of a page)")

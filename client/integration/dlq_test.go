@@ -12,10 +12,11 @@ import (
 	"github.com/dtsched/dts/worker"
 )
 
-// TestRequeueWithPayload: a dead job requeued with a new payload runs with
-// it; a payload the client cannot encode is never sent, one the server
-// refuses is ErrInvalidField, a job not dead ErrConflict, and none of
-// them changes the job.
+// TestRequeueWithPayload: a dead job is listed by DLQ, under its queue's
+// filter too; requeued with a new payload it runs with it; a payload the
+// client cannot encode is never sent, one the server refuses is
+// ErrInvalidField, a job not dead ErrConflict, and none of them changes
+// the job.
 func TestRequeueWithPayload(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -30,7 +31,7 @@ func TestRequeueWithPayload(t *testing.T) {
 	})
 	c := s.client(client.Config{PollInterval: 100 * time.Millisecond})
 	ctx := within(t, 30*time.Second)
-	sub, err := c.Submit(ctx, "picky", map[string]bool{"fixed": false})
+	sub, err := c.Submit(ctx, "picky", map[string]bool{"fixed": false}, client.Queue("fixes"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +41,14 @@ func TestRequeueWithPayload(t *testing.T) {
 	dlq, err := c.DLQ(ctx, client.DLQParams{})
 	if err != nil || len(dlq.Jobs) != 1 || !strings.Contains(dlq.Jobs[0].Fingerprint, "not fixed") {
 		t.Fatalf("DLQ: %+v, %v", dlq, err)
+	}
+	for q, want := range map[string]int{"fixes": 1, "default": 0} {
+		if page, err := c.DLQ(ctx, client.DLQParams{Queue: q}); err != nil || len(page.Jobs) != want {
+			t.Errorf("DLQ of queue %s: %+v, %v; want %d jobs", q, page, err, want)
+		}
+	}
+	if _, err := c.DLQ(ctx, client.DLQParams{Queue: "bad name"}); !errors.Is(err, client.ErrInvalidField) {
+		t.Errorf("DLQ of queue \"bad name\": %v, want ErrInvalidField", err)
 	}
 	if _, err := c.RequeueWithPayload(ctx, sub.JobID, json.RawMessage(`{"fixed":`)); err == nil {
 		t.Errorf("a payload that is not JSON was sent")

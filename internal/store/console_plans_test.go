@@ -67,8 +67,10 @@ func TestConsoleListPlans(t *testing.T) {
 		}
 	}
 	plans = append(plans,
-		plan{what: "Dead letters, first page", query: store.Q("DeadListPage"), args: []any{nil, nil, pageLimit}},
-		plan{what: "Dead letters, later page", query: store.Q("DeadListPage"), args: []any{ts, mid, pageLimit}},
+		plan{what: "Dead letters, first page", query: store.Q("DeadListPage"), args: []any{nil, nil, pageLimit, ""}},
+		plan{what: "Dead letters, later page", query: store.Q("DeadListPage"), args: []any{ts, mid, pageLimit, ""}},
+		plan{what: "Dead letters of a queue, first page", query: store.Q("DeadListPage"), args: []any{nil, nil, pageLimit, "mail"}},
+		plan{what: "Dead letters of a queue, later page", query: store.Q("DeadListPage"), args: []any{ts, mid, pageLimit, "mail"}},
 		plan{what: "Scheduled, first page", query: store.Q("JobListScheduled"), args: []any{nil, nil, pageLimit}},
 		plan{what: "Scheduled, later page", query: store.Q("JobListScheduled"), args: []any{ts, mid, pageLimit}},
 		plan{what: "Workers' leased jobs", query: store.Q("WorkerLeasedJobs")},

@@ -37,6 +37,7 @@ type DeadListParams struct {
 	After    *DeadCursor // nil: from the most recently failed
 	Limit    int         // most entries; 0 or less: no limit
 	MaxBytes int         // as in JobListParams
+	Queue    string      // only this queue's dead jobs; "": every queue
 }
 
 // DeadListPage returns failed jobs, the most recently failed first (ties:
@@ -52,7 +53,7 @@ func (s *Store) DeadListPage(ctx context.Context, p DeadListParams) ([]DeadJob, 
 	if p.After != nil {
 		afterAt, afterID = &p.After.FinishedAt, p.After.ID
 	}
-	rows, err := s.pool.Query(ctx, q("DeadListPage"), afterAt, afterID, limit)
+	rows, err := s.pool.Query(ctx, q("DeadListPage"), afterAt, afterID, limit, p.Queue)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list dead jobs: %w", interpretError(err))
 	}

@@ -1,8 +1,10 @@
 -- The statements of dead.go, each named after the function that runs it.
 
 -- name: DeadListPage
+-- $4: the queue ('' for every queue), a filter on the rows read in
+-- jobs_finished_idx order, as JobList's queue filter is.
 SELECT {{jobColumns}}, coalesce(dead_reason, ''), coalesce(error_fingerprint, '') FROM jobs
-    WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2))
+    WHERE status = 'failed' AND ($1::timestamptz IS NULL OR (finished_at, id) < ($1, $2)) AND ($4 = '' OR queue = $4)
     ORDER BY finished_at DESC, id DESC LIMIT $3
 
 -- name: DeadGroups
