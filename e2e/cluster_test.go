@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtsched/dts/internal/childproc"
-	"github.com/dtsched/dts/internal/testwait"
 	"go.uber.org/goleak"
 
+	"github.com/dtsched/dts/devcluster/process"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // binDir holds the three binaries, sdkworker (a user's worker written
@@ -40,13 +39,13 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		binDir = dir
+		var pkgs []string
 		for _, pkg := range []string{"submitter/cmd/submitter", "coordinator/cmd/coordinator", "worker/cmd/worker", "e2e/cmd/sdkworker", "e2e/cmd/conformanceworker"} {
-			cmd := exec.Command("go", "build", "-race", "-o", dir+"/", "github.com/dtsched/dts/"+pkg)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build", pkg, err)
-				return 1
-			}
+			pkgs = append(pkgs, "github.com/dtsched/dts/"+pkg)
+		}
+		if err := process.Build(context.Background(), dir, []string{"-race"}, pkgs...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		return m.Run()
 	}()
@@ -62,7 +61,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cluster is one test's set of processes sharing a database and a Redis.
+// cluster is one test's set of processes sharing a database and a Redis,
+// started by the harness's process mode (devcluster/process).
 type cluster struct {
 	t         *testing.T
 	logDir    string // registered before stopAll, so logs outlive it
@@ -70,16 +70,27 @@ type cluster struct {
 	redis     *redistest.Server
 	base      []string // environment every process gets
 	submitter string   // base URL
-	mu        sync.Mutex
-	procs     []*proc
+	group     process.Group
+	// procs are processes a test started by hand (not through the
+	// harness); stopAll kills them too.
+	mu    sync.Mutex
+	procs []*proc
 }
 
+// proc is a harness process under the names the tests here use.
 type proc struct {
+	p    *process.Process
 	name string
 	cmd  *exec.Cmd
 	url  string
 	log  string
-	done chan struct{}
+	done chan struct{} // closed once it has exited and been reaped
+}
+
+func newProc(p *process.Process) *proc {
+	done := make(chan struct{})
+	go func() { <-p.Exited(); close(done) }()
+	return &proc{p: p, name: p.Name, cmd: p.Cmd, url: p.URL, log: p.Log, done: done}
 }
 
 // fast settings: heartbeats every 200ms, dead after 3 misses, short backoff.
@@ -100,12 +111,11 @@ func newCluster(t *testing.T, extraEnv ...string) *cluster {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := process.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // start runs a binary with the cluster's environment plus env, and waits
@@ -120,37 +130,20 @@ func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
 // addr; later entries of env override the cluster's.
 func (c *cluster) startAt(netns, addr, name, bin, addrVar string, env ...string) *proc {
 	c.t.Helper()
-	logPath := filepath.Join(c.logDir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, bin))
-	cmd.Env = append(append(append([]string{}, c.base...), addrVar+"="+addr), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	child, err := childproc.StartInNetns(cmd, netns) // dies with the test binary, not before
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{})}
-	go func() { <-child.Exited(); f.Close(); close(p.done) }()
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	c.eventually(30*time.Second, name+" healthy", func() bool {
-		select {
-		case <-p.done:
-			c.t.Fatalf("%s exited during start-up:\n%s", name, tailFile(p.log, 40))
-		default:
-		}
-		resp, err := http.Get(p.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	p := c.startProgram(process.Spec{Name: name, Path: filepath.Join(binDir, bin), Netns: netns, Addr: addr,
+		Env: append(append(append([]string{}, c.base...), addrVar+"="+addr), env...)})
+	process.MustBeHealthy(c.t, p.p, 30*time.Second)
 	return p
+}
+
+// startProgram starts s, logging to the cluster's log directory unless s
+// says where, without waiting for it. It is killed with the cluster.
+func (c *cluster) startProgram(s process.Spec) *proc {
+	c.t.Helper()
+	if s.Log == "" {
+		s.Log = filepath.Join(c.logDir, s.Name+".log")
+	}
+	return newProc(process.MustStart(c.t, &c.group, s))
 }
 
 func (c *cluster) startSubmitter() *proc {
@@ -168,16 +161,20 @@ func (c *cluster) startWorker(id string, env ...string) *proc {
 }
 
 func (c *cluster) stopAll() {
+	c.group.Kill()
 	c.mu.Lock()
-	procs := c.procs
+	byHand := c.procs
 	c.mu.Unlock()
-	for _, p := range procs {
+	for _, p := range byHand {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
 	if c.t.Failed() {
-		for _, p := range procs {
+		for _, p := range c.group.Processes() {
+			c.t.Logf("---- %s log (tail) ----\n%s", p.Name, p.Tail(60))
+		}
+		for _, p := range byHand {
 			c.t.Logf("---- %s log (tail) ----\n%s", p.name, tailFile(p.log, 60))
 		}
 	}
@@ -198,14 +195,7 @@ func (p *proc) signal(t *testing.T, s syscall.Signal) {
 	}
 }
 
-func tailFile(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func tailFile(path string, n int) string { return process.TailFile(path, n) }
 
 // eventually is testwait.For on the cluster's test.
 func (c *cluster) eventually(timeout time.Duration, what string, cond func() bool) {

@@ -3,6 +3,7 @@ module github.com/dtsched/dts/e2e
 go 1.26.8
 
 require (
+	github.com/dtsched/dts/devcluster v0.0.0
 	github.com/dtsched/dts/internal v0.1.0
 	github.com/dtsched/dts/worker v0.0.0
 	github.com/emersion/go-smtp v0.24.0
@@ -41,6 +42,8 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
+
+replace github.com/dtsched/dts/devcluster => ../devcluster
 
 replace github.com/dtsched/dts/internal => ../internal
 

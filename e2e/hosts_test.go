@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/devcluster/process"
 	"github.com/dtsched/dts/internal/netns"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
@@ -224,28 +224,13 @@ func (h *hostCluster) startToxiproxy(host *netns.Host, proxies []toxiProxySpec) 
 	if err := os.WriteFile(confPath, conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(h.logDir, "toxiproxy-"+host.Name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(toxiproxyBin(t), "-host", host.IP, "-port", fmt.Sprint(portToxiAPI), "-config", confPath)
-	cmd.Stdout, cmd.Stderr = f, f
-	child, err := childproc.StartInNetns(cmd, host.File())
-	if err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	p := &proc{name: "toxiproxy-" + host.Name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { <-child.Exited(); f.Close(); close(p.done) }()
-	h.mu.Lock()
-	h.procs = append(h.procs, p)
-	h.mu.Unlock()
+	p := h.startProgram(process.Spec{Name: "toxiproxy-" + host.Name, Path: toxiproxyBin(t),
+		Args: []string{"-host", host.IP, "-port", fmt.Sprint(portToxiAPI), "-config", confPath}, Netns: host.File()})
 	x := &toxiproxy{api: fmt.Sprintf("http://%s:%d", host.IP, portToxiAPI)}
 	h.eventually(20*time.Second, p.name+" to list its proxies", func() bool {
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited during start-up:\n%s", p.name, tailFile(logPath, 20))
+			t.Fatalf("%s exited during start-up:\n%s", p.name, tailFile(p.log, 20))
 		default:
 		}
 		resp, err := http.Get(x.api + "/proxies")
