@@ -160,13 +160,13 @@ func (c *coordinator) cancel(jobID, token int64) {
 func (c *coordinator) results(n int) []wire.Result {
 	c.t.Helper()
 	var out []wire.Result
-	deadline := time.Now().Add(waitLimit)
-	for len(out) < n {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("got %d results, want %d: %+v", len(out), n, out)
-		}
+	testwait.NoError(c.t, waitLimit, fmt.Sprintf("%d results", n), func() error {
 		out = append(out, c.readResults(100*time.Millisecond)...)
-	}
+		if len(out) < n {
+			return fmt.Errorf("got %d results: %+v", len(out), out)
+		}
+		return nil
+	})
 	if len(out) > n {
 		c.t.Fatalf("got %d results, want %d: %+v", len(out), n, out)
 	}
@@ -222,8 +222,8 @@ func (c *coordinator) readResults(block time.Duration) []wire.Result {
 // satisfies ok, and returns it.
 func (c *coordinator) heartbeat(what string, ok func(wire.Heartbeat) bool) wire.Heartbeat {
 	c.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
+	var found wire.Heartbeat
+	testwait.For(c.t, waitLimit, "a heartbeat "+what, func() bool {
 		r, err := c.q.ReadHeartbeats(c.t.Context(), c.hbLast, 100, 100*time.Millisecond)
 		if err != nil {
 			c.t.Fatal(err)
@@ -231,12 +231,13 @@ func (c *coordinator) heartbeat(what string, ok func(wire.Heartbeat) bool) wire.
 		c.hbLast = r.Last
 		for _, h := range r.Heartbeats {
 			if h.Heartbeat.WorkerID == c.worker && ok(h.Heartbeat) {
-				return h.Heartbeat
+				found = h.Heartbeat
+				return true
 			}
 		}
-	}
-	c.t.Fatalf("no heartbeat %s within %s", what, waitLimit)
-	return wire.Heartbeat{}
+		return false
+	})
+	return found
 }
 
 // skipHeartbeats makes heartbeat read only heartbeats sent from now on.
@@ -453,7 +454,10 @@ func TestPrefetch(t *testing.T) {
 	if res := c.results(1)[0]; res.LeaseToken != 30 || res.Outcome != wire.OutcomeFailed || res.Reason != job.ReasonCanceled {
 		t.Fatalf("canceled waiting job: %+v, want failed, reason canceled", res)
 	}
-	time.Sleep(1500 * time.Millisecond) // longer than job 2's time limit, while it waits
+	// Job 2 waits longer than its time limit. A sleep, not a signal: the
+	// limit is a deadline on the real clock, and only real time passing
+	// shows one counted from the delivery instead of the handler's start.
+	time.Sleep(1500 * time.Millisecond)
 	open()
 	if id := receive(t, started, "second start"); id != "2" {
 		t.Fatalf("job %s started second, want 2", id)

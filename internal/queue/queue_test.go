@@ -17,6 +17,7 @@ import (
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -593,32 +594,30 @@ func TestWake(t *testing.T) {
 
 	// The subscription is set up in the background and wake-ups are best
 	// effort: publish until one arrives.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
 	// awaitWake publishes wake-ups (limited or not) until one arrives, and
 	// returns whether it was limited.
-	awaitWake := func(what string, limited bool) bool {
+	awaitWake := func(what string, limited bool) (got bool) {
 		t.Helper()
-		for {
+		testwait.For(t, 10*time.Second, "a wake-up "+what, func() bool {
+			select {
+			case w := <-ch:
+				got = w.Limited
+				return true
+			default:
+			}
 			if err := e.q.Wake(ctx, wire.Wake{Limited: limited}); err != nil {
 				t.Fatalf("wake: %v", err)
 			}
-			select {
-			case w := <-ch:
-				return w.Limited
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("no wake-up received %s", what)
-			}
-		}
+			return false
+		})
+		return got
 	}
-	if awaitWake("within 10s", false) {
+	if awaitWake("(plain)", false) {
 		t.Error("a plain wake-up arrived as limited")
 	}
 	// A limited one arrives as limited (plain ones sent before may still
 	// come first, alone: wait for it).
-	for !awaitWake("within 10s, limited", true) {
+	for !awaitWake("(limited)", true) {
 	}
 	subscribers := func() int64 {
 		t.Helper()
@@ -642,17 +641,13 @@ func TestWake(t *testing.T) {
 	case <-ch: // a wake-up sent before the kill
 	default:
 	}
-	awaitWake("within 10s of the start, after the kill", false)
+	awaitWake("after the kill", false)
 
 	// After stop the subscription leaves the server.
 	stop()
-	for subscribers() != 0 {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("still subscribed to %s after stop", e.keys.Wakeup())
-		}
-	}
+	testwait.For(t, 10*time.Second, "the subscription to "+e.keys.Wakeup()+" to leave after stop", func() bool {
+		return subscribers() == 0
+	})
 }
 
 func deadEntry(id int64) wire.DeadEntry {
