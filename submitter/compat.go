@@ -55,10 +55,12 @@ type JobsRequest struct {
 	MaxAttempts *int    `json:"max_attempts,omitempty"`
 }
 
-// TaskCreated answers POST /api/tasks (202).
+// TaskCreated answers POST /api/tasks (202). Warnings are POST
+// /submit_job's (no worker handles the name), absent when none.
 type TaskCreated struct {
-	TaskID string `json:"task_id"`
-	Status string `json:"status"`
+	TaskID   string   `json:"task_id"`
+	Status   string   `json:"status"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Task answers GET /api/tasks/{id}. Status is one of PENDING, PROCESSING,
@@ -78,11 +80,13 @@ type Task struct {
 }
 
 // JobAdded answers POST /addJob (200): the original's message, plus the
-// job's id and status, which the original did not give.
+// job's id and status, which the original did not give, and POST
+// /submit_job's warnings (absent when none).
 type JobAdded struct {
-	Message string `json:"message"`
-	JobID   string `json:"job_id"`
-	Status  string `json:"status"`
+	Message  string   `json:"message"`
+	JobID    string   `json:"job_id"`
+	Status   string   `json:"status"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // FailedJob is one entry of GET /failedJobs: the original's name and error,
@@ -176,7 +180,8 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusAccepted, TaskCreated{TaskID: resp.JobID, Status: taskStatus(job.State(resp.Status))})
+	httpx.WriteJSON(w, http.StatusAccepted, TaskCreated{TaskID: resp.JobID, Status: taskStatus(job.State(resp.Status)),
+		Warnings: resp.Warnings})
 	return nil
 }
 
@@ -235,7 +240,7 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, JobAdded{Message: addJobMessage, JobID: resp.JobID, Status: resp.Status})
+	httpx.WriteJSON(w, http.StatusOK, JobAdded{Message: addJobMessage, JobID: resp.JobID, Status: resp.Status, Warnings: resp.Warnings})
 	return nil
 }
 

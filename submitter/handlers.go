@@ -51,7 +51,6 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		resp.Warnings = s.nameWarnings(r.Context(), []store.JobInsertParams{p}) // jobnames.go
 	}
 	httpx.WriteJSON(w, status, resp)
 	return nil
@@ -59,7 +58,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 
 // submitOne admits and inserts one validated job: the path every
 // single-job route takes (the compatibility routes of compat.go too).
-// created is false when an idempotency key matched an earlier job.
+// created is false when an idempotency key matched an earlier job; a job
+// created gets the warnings of its name (nameWarnings), which every
+// route's answer carries.
 func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, p store.JobInsertParams) (resp wire.SubmitResponse, created bool, err error) {
 	if err := s.checkJobNames(r.Context(), []store.JobInsertParams{p}, false); err != nil {
 		return resp, false, err
@@ -74,7 +75,11 @@ func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, p store.JobIn
 	if err != nil {
 		return resp, false, err
 	}
-	return resps[0], n > 0, nil
+	resp = resps[0]
+	if n > 0 {
+		resp.Warnings = s.nameWarnings(r.Context(), []store.JobInsertParams{p}) // jobnames.go
+	}
+	return resp, n > 0, nil
 }
 
 // submitJobs handles POST /submit_jobs.

@@ -127,9 +127,10 @@ func (s *Server) checkJobNames(ctx context.Context, params []store.JobInsertPara
 // misspelled names gets the first few.
 const maxNameWarnings = 10
 
-// nameWarnings are the warnings of a submission's answer: one per distinct
-// name of params that no worker the coordinator records handles (the jobs
-// are stored all the same, and wait for such a worker). None while no
+// nameWarnings are the warnings of the answer of every route that takes a
+// job name for a job to run (a submission, a schedule's template): one per
+// distinct name of params that no worker the coordinator records handles
+// (the jobs are stored all the same, and wait for such a worker). None while no
 // worker is recorded at all (a fleet not started yet says nothing of a
 // name), and none when the read of the workers fails: the answer does not
 // depend on it.

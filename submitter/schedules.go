@@ -118,7 +118,9 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 		return s.storeError(storeOpScheduleWrite, err)
 	}
 	done(map[string]any{"result": "ok", "schedule_id": formatID(sc.ID)})
-	httpx.WriteJSON(w, http.StatusCreated, scheduleView(sc))
+	v := scheduleView(sc)
+	v.Warnings = s.nameWarnings(r.Context(), []store.JobInsertParams{{Name: p.Job.Name}}) // jobnames.go
+	httpx.WriteJSON(w, http.StatusCreated, v)
 	return nil
 }
 

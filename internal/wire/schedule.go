@@ -53,6 +53,10 @@ type Schedule struct {
 	LastFireAt *time.Time  `json:"last_fire_at"`
 	LastJobID  *string     `json:"last_job_id"`
 	CreatedAt  time.Time   `json:"created_at"`
+	// Warnings, in the answer of POST /schedules only, are those of POST
+	// /submit_job for the template's name: no worker handles it. Absent
+	// when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ScheduleListResponse answers GET /schedules, newest first. NextCursor is
