@@ -24,7 +24,7 @@ export function rawFields(text: string): RawFields {
   for (;;) {
     if (text[i] !== '"') throw new SyntaxError(`expected a key at ${i}`);
     const keyEnd = skipString(text, i);
-    const key = JSON.parse(text.slice(i, keyEnd)) as string;
+    const key = plainString(text, i, keyEnd) ?? (JSON.parse(text.slice(i, keyEnd)) as string);
     i = skipSpace(text, keyEnd);
     if (text[i] !== ":") throw new SyntaxError(`expected ':' at ${i}`);
     const start = skipSpace(text, i + 1);
@@ -40,6 +40,17 @@ export function rawFields(text: string): RawFields {
   }
   if (skipSpace(text, i + 1) !== text.length) throw new SyntaxError("text after the JSON object");
   return out;
+}
+
+// plainString returns the string s[start:end] (a JSON string, quotes
+// included) without parsing when it holds no escape or control character,
+// which JSON.parse would have to check or refuse; else undefined.
+function plainString(s: string, start: number, end: number): string | undefined {
+  for (let j = start + 1; j < end - 1; j++) {
+    const c = s.charCodeAt(j);
+    if (c === 0x5c || c < 0x20) return undefined;
+  }
+  return s.slice(start + 1, end - 1);
 }
 
 function skipSpace(s: string, i: number): number {
@@ -88,12 +99,17 @@ function skipValue(s: string, i: number): number {
     throw new SyntaxError("unterminated object or array");
   }
   const start = i;
-  while (i < s.length && !",}] \t\r\n".includes(s[i]!)) i++;
+  while (i < s.length) {
+    const ch = s.charCodeAt(i);
+    if (ch === 0x2c || ch === 0x7d || ch === 0x5d || ch === 0x20 || ch === 0x09 || ch === 0x0d || ch === 0x0a) break;
+    i++;
+  }
   if (i === start) throw new SyntaxError(`expected a value at ${start}`);
   return i;
 }
 
 const int64Max = 2n ** 63n - 1n;
+const shortInt = /^(0|-?[1-9][0-9]{0,17})$/;
 
 /**
  * int64Field returns the field's value as a decimal string when it is a
@@ -103,6 +119,7 @@ const int64Max = 2n ** 63n - 1n;
 export function int64Field(f: RawFields, key: string): string {
   const raw = f.get(key);
   if (raw === undefined || raw === "null") return "0";
+  if (shortInt.test(raw)) return raw; // 18 digits at most: within int64, and already canonical
   if (!/^-?(0|[1-9][0-9]*)$/.test(raw)) throw new SyntaxError(`${key} is not an integer`);
   const v = BigInt(raw);
   if (v > int64Max || v < -int64Max - 1n) throw new SyntaxError(`${key} is out of the int64 range`);
@@ -112,8 +129,17 @@ export function int64Field(f: RawFields, key: string): string {
 /** field parses one field's raw text, or returns undefined when it is absent. */
 export function field(f: RawFields, key: string): unknown {
   const raw = f.get(key);
-  return raw === undefined ? undefined : JSON.parse(raw);
+  if (raw === undefined) return undefined;
+  if (raw.length > 1 && raw.charCodeAt(0) === 0x22 && raw.charCodeAt(raw.length - 1) === 0x22) {
+    const s = plainString(raw, 0, raw.length);
+    if (s !== undefined && !s.includes('"')) return s;
+  } else if (smallInt.test(raw)) {
+    return Number(raw);
+  }
+  return JSON.parse(raw);
 }
+
+const smallInt = /^(0|-?[1-9][0-9]{0,14})$/; // exact as a double
 
 /**
  * RawJSON is a value already encoded as JSON text: a handler that returns

@@ -172,7 +172,7 @@ export function decodeDelivery(text: string): Delivery {
   const jobId = int64Field(f, "job_id");
   const token = int64Field(f, "lease_token");
   const name = field(f, "name");
-  if (BigInt(jobId) <= 0n || BigInt(token) <= 0n || typeof name !== "string" || name === "") {
+  if (!positiveInt(jobId) || !positiveInt(token) || typeof name !== "string" || name === "") {
     throw new SyntaxError("missing job_id, lease_token or name");
   }
   const payloadText = f.get("payload") ?? "null";
@@ -201,6 +201,9 @@ function decodeControl(text: string): Control {
   return { op: str(field(f, "op")), jobId: int64Field(f, "job_id"), token: int64Field(f, "lease_token") };
 }
 
+// positiveInt says whether the decimal text of an int64 is above 0.
+const positiveInt = (s: string): boolean => s !== "0" && s[0] !== "-";
+
 const str = (v: unknown): string => (typeof v === "string" ? v : "");
 const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
@@ -222,8 +225,8 @@ interface Result {
 
 // encodeResultMessage writes r as the protocol's Result JSON, with the id
 // and token as exact integers.
-function encodeResultMessage(r: Result, workerId: string): string {
-  let s = `{"job_id":${r.jobId},"lease_token":${r.token},"worker_id":${JSON.stringify(workerId)},"attempt":${r.attempt},"outcome":"${r.outcome}"`;
+function encodeResultMessage(r: Result, workerIdJSON: string): string {
+  let s = `{"job_id":${r.jobId},"lease_token":${r.token},"worker_id":${workerIdJSON},"attempt":${r.attempt},"outcome":"${r.outcome}"`;
   if (r.result !== undefined) s += `,"result":${r.result}`;
   if (r.error) s += `,"error":${JSON.stringify(r.error)}`;
   if (r.reason) s += `,"reason":${JSON.stringify(r.reason)}`;
@@ -253,7 +256,11 @@ export function progressMessage(msg: string): string {
 
 interface Attempt {
   jobId: string;
-  controller: AbortController;
+  // Why the attempt was aborted, once it was. The handler's AbortController
+  // is made only when it reads its signal: most never do.
+  aborted?: AttemptAborted | undefined;
+  controller?: AbortController | undefined;
+  onAbort?: (() => void) | undefined; // set while it waits for a slot
   started: boolean;
   startedAt: number; // Date.now() at the handler's start
   progress?: Result | undefined; // the latest report not yet queued
@@ -266,6 +273,91 @@ interface Attempt {
   lastPct?: number;
   lastMsg?: string;
   logs?: LogBuffer | undefined;
+}
+
+// abort aborts the attempt for reason, unless it was aborted already (the
+// first reason stands, as an AbortSignal's).
+function abort(a: Attempt, reason: AttemptAborted): void {
+  if (a.aborted) return;
+  a.aborted = reason;
+  a.controller?.abort(reason);
+  a.onAbort?.();
+}
+
+// signalOf is the attempt's AbortSignal, made on first use.
+function signalOf(a: Attempt): AbortSignal {
+  if (!a.controller) {
+    a.controller = new AbortController();
+    if (a.aborted) a.controller.abort(a.aborted);
+  }
+  return a.controller.signal;
+}
+
+// AttemptContext is the HandlerContext of one attempt.
+class AttemptContext implements HandlerContext {
+  constructor(private readonly a: Attempt) {}
+  get signal(): AbortSignal {
+    return signalOf(this.a);
+  }
+}
+
+// What a Job calls back into its worker for.
+interface JobHooks {
+  progress(d: Delivery, pct: number, message: string): void;
+  logsWaiting(d: Delivery): void;
+  mirror(d: Delivery, level: string, message: string): void;
+}
+
+// AttemptJob is the Job a handler receives.
+class AttemptJob implements Job {
+  readonly id: string;
+  readonly name: string;
+  readonly queue: string;
+  readonly payload: unknown;
+  readonly payloadText: string;
+  readonly attempt: number;
+  readonly maxRetries: number;
+  readonly timeoutSeconds: number;
+  readonly workerId: string;
+  readonly createdAt: string;
+  readonly #d: Delivery;
+  readonly #a: Attempt;
+  readonly #hooks: JobHooks;
+
+  constructor(d: Delivery, a: Attempt, workerId: string, hooks: JobHooks) {
+    this.id = d.jobId;
+    this.name = d.name;
+    this.queue = d.queue;
+    this.payload = d.payload;
+    this.payloadText = d.payloadText;
+    this.attempt = d.attempt;
+    this.maxRetries = d.maxRetries;
+    this.timeoutSeconds = d.timeoutSeconds;
+    this.workerId = workerId;
+    this.createdAt = d.createdAt;
+    this.#d = d;
+    this.#a = a;
+    this.#hooks = hooks;
+  }
+
+  progress(pct: number, message = ""): void {
+    if (!(pct >= 0 && pct <= 100)) throw new RangeError(`progress ${pct}: must be between 0 and 100`);
+    if (this.#a.aborted) return;
+    this.#hooks.progress(this.#d, Math.round(pct), progressMessage(message));
+  }
+
+  get log(): JobLog {
+    const a = this.#a;
+    if (!a.logs) {
+      const d = this.#d;
+      const hooks = this.#hooks;
+      a.logs = new LogBuffer(
+        () => hooks.logsWaiting(d),
+        (level, message) => hooks.mirror(d, level, message),
+      );
+    }
+    return a.logs;
+  }
 }
 
 // TokenSet holds the last n lease tokens added.
@@ -291,29 +383,26 @@ class TokenSet {
 // Slots hands out the concurrency slots in the order they were asked for
 // (delivery order).
 class Slots {
-  private waiting: Array<() => void> = [];
+  private readonly waiting: Array<() => void> = [];
   constructor(private free: number) {}
-  /** ask returns a promise resolved when a slot is granted, and a withdraw function. */
-  ask(): { granted: Promise<void>; withdraw: () => void } {
+  /** take takes a free slot if one is free and nobody waits for one. */
+  take(): boolean {
     if (this.free > 0 && this.waiting.length === 0) {
       this.free--;
-      return { granted: Promise.resolve(), withdraw: () => this.release() };
+      return true;
     }
-    let got = false;
-    let grant!: () => void;
-    const granted = new Promise<void>((resolve) => {
-      grant = () => {
-        got = true;
-        resolve();
-      };
-    });
+    return false;
+  }
+  /** wait queues grant, called once a slot is its. */
+  wait(grant: () => void): void {
     this.waiting.push(grant);
-    const withdraw = () => {
-      if (got) return this.release();
-      const i = this.waiting.indexOf(grant);
-      if (i >= 0) this.waiting.splice(i, 1);
-    };
-    return { granted, withdraw };
+  }
+  /** withdraw takes grant out of the queue; false when it was granted already. */
+  withdraw(grant: () => void): boolean {
+    const i = this.waiting.indexOf(grant);
+    if (i < 0) return false;
+    this.waiting.splice(i, 1);
+    return true;
   }
   release(): void {
     const next = this.waiting.shift();
@@ -332,6 +421,7 @@ type RedisClient = ReturnType<typeof createClient>;
  */
 export class Worker {
   readonly id: string;
+  private readonly workerIdJSON: string;
   private readonly opts: {
     redisUrl: string;
     redisPrefix: string;
@@ -382,6 +472,7 @@ export class Worker {
     }
     if (options.queues) checkQueues(options.queues);
     this.id = id;
+    this.workerIdJSON = JSON.stringify(id);
     this.opts = {
       redisUrl: options.redisUrl,
       redisPrefix: options.redisPrefix ?? "",
@@ -537,6 +628,26 @@ export class Worker {
 
   private readonly reconnecting = new Set<RedisClient>();
 
+  // callAll sends the commands pipelined and waits up to ms for all their
+  // answers, as call does for one, with one timer for them all.
+  private async callAll(client: RedisClient, role: string, ms: number, cmds: string[][]): Promise<PromiseSettledResult<unknown>[]> {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => {
+        resolve(undefined);
+        this.reconnect(client, role);
+      }, ms);
+    });
+    try {
+      const all = await Promise.race([Promise.allSettled(cmds.map((c) => client.sendCommand(c))), expired]);
+      if (all) return all;
+      const reason = new Error(`redis ${cmds[0]?.[0]} unanswered after ${ms} ms`);
+      return cmds.map(() => ({ status: "rejected", reason }));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   private jobTypes(): string[] {
     return [...this.handlers.keys()];
   }
@@ -605,7 +716,7 @@ export class Worker {
     const a = this.running.get(token);
     if (a && a.jobId === jobId) {
       this.log.info("canceling job on request", { job_id: jobId, lease_token: token });
-      a.controller.abort(new AttemptAborted("canceled", "job canceled"));
+      abort(a, new AttemptAborted("canceled", "job canceled"));
       return;
     }
     if (token === "0" || this.seen.contains(token)) return; // nothing of it here, or that attempt ended
@@ -615,12 +726,12 @@ export class Worker {
 
   private cancelWaiting(): void {
     for (const a of this.running.values()) {
-      if (!a.started) a.controller.abort(new AttemptAborted("shutdown", "worker shutting down"));
+      if (!a.started) abort(a, new AttemptAborted("shutdown", "worker shutting down"));
     }
   }
 
   private cancelAll(): void {
-    for (const a of this.running.values()) a.controller.abort(new AttemptAborted("shutdown", "worker shutting down"));
+    for (const a of this.running.values()) abort(a, new AttemptAborted("shutdown", "worker shutting down"));
   }
 
   // accept takes one delivery: it starts it, or reports it handed back if
@@ -640,7 +751,7 @@ export class Worker {
         this.log.info("a new lease of a running job arrived: aborting the old attempt", {
           job_id: d.jobId, lease_token: d.token, old_lease_token: old,
         });
-        a.controller.abort(new AttemptAborted("superseded", "a newer lease of this job arrived"));
+        abort(a, new AttemptAborted("superseded", "a newer lease of this job arrived"));
       }
     }
     this.newest.set(d.jobId, d.token);
@@ -654,20 +765,32 @@ export class Worker {
       this.report(r);
       return;
     }
-    const a: Attempt = { jobId: d.jobId, controller: new AbortController(), started: false, startedAt: 0, lastProgress: 0 };
+    const a: Attempt = { jobId: d.jobId, started: false, startedAt: 0, lastProgress: 0 };
     this.running.set(d.token, a);
     this.active++;
-    const slot = this.slots.ask(); // here, in delivery order
-    void this.runAttempt(d, a, handler, slot);
+    void this.runAttempt(d, a, handler);
   }
 
-  private async runAttempt(d: Delivery, a: Attempt, handler: Handler | undefined, slot: ReturnType<Slots["ask"]>): Promise<void> {
-    const signal = a.controller.signal;
+  private async runAttempt(d: Delivery, a: Attempt, handler: Handler | undefined): Promise<void> {
+    // Slots go in delivery order: a free one is taken here, at once.
+    if (!this.slots.take()) {
+      const granted = await new Promise<boolean>((resolve) => {
+        const grant = () => resolve(true);
+        this.slots.wait(grant);
+        a.onAbort = () => {
+          if (this.slots.withdraw(grant)) resolve(false);
+        };
+      });
+      a.onAbort = undefined;
+      if (!granted) {
+        this.report(notStarted(d, a.aborted));
+        return;
+      }
+    }
     // A job waiting for a slot never runs if it is aborted first.
-    await Promise.race([slot.granted, aborted(signal)]);
-    if (signal.aborted) {
-      slot.withdraw();
-      this.report(notStarted(d, signal.reason));
+    if (a.aborted) {
+      this.slots.release();
+      this.report(notStarted(d, a.aborted));
       return;
     }
     a.started = true;
@@ -675,67 +798,46 @@ export class Worker {
     // The time limit counts from the handler's start, not the delivery.
     let timer: NodeJS.Timeout | undefined;
     if (d.timeoutSeconds > 0) {
-      timer = setTimeout(
-        () => a.controller.abort(new AttemptAborted("timeout", `timed out after ${d.timeoutSeconds}s`)),
-        d.timeoutSeconds * 1000,
-      );
+      timer = setTimeout(() => abort(a, new AttemptAborted("timeout", `timed out after ${d.timeoutSeconds}s`)), d.timeoutSeconds * 1000);
     }
     let r: Result;
     try {
       r = await this.execute(d, a, handler);
     } finally {
-      clearTimeout(timer);
-      slot.withdraw(); // releases the granted slot
+      if (timer) clearTimeout(timer);
+      this.slots.release();
     }
     this.report(r);
   }
 
+  // The Job's calls back into the worker.
+  private readonly jobHooks: JobHooks = {
+    progress: (d, pct, message) => this.reportProgress(d, pct, message),
+    logsWaiting: (d) => this.logsWaiting(d),
+    mirror: (d, level, message) => this.log.debug("job log", { job_id: d.jobId, attempt: d.attempt, level, message }),
+  };
+
   private async execute(d: Delivery, a: Attempt, handler: Handler | undefined): Promise<Result> {
     const r: Result = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "completed", startedAt: new Date() };
     if (!handler) {
-      return { ...r, outcome: "failed", reason: "permanent", error: `no handler for job type ${JSON.stringify(d.name)}`, finishedAt: new Date() };
+      r.outcome = "failed";
+      r.reason = "permanent";
+      r.error = `no handler for job type ${JSON.stringify(d.name)}`;
+      r.finishedAt = new Date();
+      return r;
     }
-    const signal = a.controller.signal;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the job's log getter calls back into the worker
-    const worker = this;
-    const job: Job = {
-      id: d.jobId,
-      name: d.name,
-      queue: d.queue,
-      payload: d.payload,
-      payloadText: d.payloadText,
-      attempt: d.attempt,
-      maxRetries: d.maxRetries,
-      timeoutSeconds: d.timeoutSeconds,
-      workerId: this.id,
-      createdAt: d.createdAt,
-      progress: (pct: number, message = "") => {
-        if (!(pct >= 0 && pct <= 100)) throw new RangeError(`progress ${pct}: must be between 0 and 100`);
-        if (signal.aborted) return;
-        this.reportProgress(d, Math.round(pct), progressMessage(message));
-      },
-      get log(): JobLog {
-        if (!a.logs) {
-          a.logs = new LogBuffer(
-            () => worker.logsWaiting(d),
-            (level, message) => worker.log.debug("job log", { job_id: d.jobId, attempt: d.attempt, level, message }),
-          );
-        }
-        return a.logs;
-      },
-    };
     let value: unknown;
     let thrown: unknown;
     let threw = false;
     try {
-      value = await handler(job, { signal });
+      value = await handler(new AttemptJob(d, a, this.id, this.jobHooks), new AttemptContext(a));
     } catch (e) {
       threw = true;
       thrown = e;
     }
     r.finishedAt = new Date();
-    const cause = signal.aborted ? signal.reason : undefined;
-    if (cause instanceof AttemptAborted) {
+    const cause = a.aborted;
+    if (cause) {
       switch (cause.kind) {
         case "shutdown":
           return { ...r, outcome: "released", reason: "shutdown", error: "worker shut down" };
@@ -754,7 +856,8 @@ export class Worker {
     }
     try {
       const result = encodeResult(value);
-      return result === undefined ? r : { ...r, result };
+      if (result !== undefined) r.result = result;
+      return r;
     } catch (e) {
       return { ...r, outcome: "failed", reason: "permanent", error: `result does not encode to JSON: ${errText(e)}` };
     }
@@ -850,14 +953,19 @@ export class Worker {
         if (this.senderFinish) return;
         await new Promise<void>((resolve) => (this.wakeSender = resolve));
         this.wakeSender = undefined;
+        // Results that end in the same turn of the event loop (handlers
+        // whose timers fired together) go out in one pipelined batch.
+        await new Promise<void>((resolve) => setImmediate(resolve));
         continue;
       }
-      let batch = this.toSend.splice(0, 512);
+      let batch = this.toSend.length <= 512 ? this.toSend : this.toSend.slice(0, 512);
+      this.toSend = this.toSend.length <= 512 ? [] : this.toSend.slice(512);
       for (let attempt = 1; batch.length > 0; attempt++) {
-        const sent = await Promise.allSettled(
-          batch.map((r) =>
-            this.call(this.rdb!, "main", redisTimeoutMs, ["XADD", this.keys.results, "*", "r", encodeResultMessage(r, this.id)]),
-          ),
+        const sent = await this.callAll(
+          this.rdb!,
+          "main",
+          redisTimeoutMs,
+          batch.map((r) => ["XADD", this.keys.results, "*", "r", encodeResultMessage(r, this.workerIdJSON)]),
         );
         const failed: Result[] = [];
         let lastError: unknown;
@@ -1026,9 +1134,4 @@ async function orTimeout(p: Promise<unknown>, ms: number): Promise<void> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function aborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }

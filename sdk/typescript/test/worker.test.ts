@@ -304,6 +304,34 @@ describe("worker", { concurrency: true }, () => {
     assert.deepEqual([r!.outcome, r!.reason, r!.error], ["failed", "canceled", "canceled"]);
   });
 
+  it("aborts a signal read after the cancel, and never runs a canceled job waiting for a slot", async () => {
+    // The signal is made when the handler first reads it: one read after
+    // the cancel must still come aborted, with the cancel's reason.
+    const started = gate();
+    const canceled = gate();
+    const ran: string[] = [];
+    let reason: unknown;
+    const h = new Harness({ concurrency: 1, prefetch: 1 }).handle("w", async (job, ctx) => {
+      ran.push(job.id);
+      started.open();
+      await canceled.wait;
+      reason = ctx.signal.aborted ? ctx.signal.reason : undefined;
+    });
+    h.start();
+    await h.deliver({ jobId: "91", token: "1091", name: "w" }, { jobId: "92", token: "1092", name: "w" });
+    await started.wait;
+    await h.cancel("91", "1091");
+    await h.cancel("92", "1092"); // waiting for the slot 91 holds
+    const [first] = await h.waitOutcomes(1); // both cancels were read: 91's came first
+    assert.equal(first!.jobId, "92");
+    canceled.open();
+    const rs = await h.waitOutcomes(2);
+    await h.stop();
+    assert.deepEqual(ran, ["91"]);
+    assert.deepEqual(rs.map((r) => [r.jobId, r.outcome, r.reason]).sort(), [["91", "failed", "canceled"], ["92", "failed", "canceled"]]);
+    assert.equal((reason as { kind?: string } | undefined)?.kind, "canceled");
+  });
+
   it("fails a handler past its time limit, counted from its start", async () => {
     // One slot: the second job waits 1.2 s for it, longer than its 1 s
     // limit, and still succeeds in its 0.2 s run.
