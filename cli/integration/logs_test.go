@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/cli/command"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/worker"
 )
 
@@ -39,13 +40,9 @@ func TestJobsLogs(t *testing.T) {
 	followed := make(chan result, 1)
 	go func() { followed <- s.dtsctl("jobs", "logs", id, "--follow", "--interval", "50ms") }()
 	// The running attempt's first line arrives with a report of its own.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(s.ok("jobs", "logs", id), "fetching") {
-		if time.Now().After(deadline) {
-			t.Fatal("the running attempt's line never showed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 20*time.Second, "the running attempt's line to show", func() bool {
+		return strings.Contains(s.ok("jobs", "logs", id), "fetching")
+	})
 	close(release)
 	var r result
 	select {

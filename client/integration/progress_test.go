@@ -3,10 +3,12 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/dtsched/dts/client"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/worker"
 )
 
@@ -42,25 +44,22 @@ func TestProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		j, err := c.Get(ctx, sub.JobID)
-		if err != nil {
+	var running *client.Job
+	testwait.NoError(t, 20*time.Second, "progress to reach 50", func() error {
+		var err error
+		if running, err = c.Get(ctx, sub.JobID); err != nil {
 			t.Fatal(err)
 		}
-		if j.Progress != nil && *j.Progress == 50 {
-			if j.Status != client.StatusLeased || j.ProgressMessage == nil || *j.ProgressMessage != "half way there" {
-				t.Errorf("while running: status %s, message %v", j.Status, j.ProgressMessage)
-			}
-			break
+		if running.Progress != nil && *running.Progress == 50 {
+			return nil
 		}
-		if j.Progress != nil && *j.Progress != 0 {
-			t.Logf("progress %d", *j.Progress)
+		if running.Progress != nil && *running.Progress != 0 {
+			t.Logf("progress %d", *running.Progress)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("progress never reached 50: %+v", j)
-		case <-time.After(20 * time.Millisecond):
-		}
+		return fmt.Errorf("it is %+v", running)
+	})
+	if running.Status != client.StatusLeased || running.ProgressMessage == nil || *running.ProgressMessage != "half way there" {
+		t.Errorf("while running: status %s, message %v", running.Status, running.ProgressMessage)
 	}
 	close(seen)
 	j, err := c.Wait(ctx, sub.JobID)

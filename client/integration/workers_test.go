@@ -3,10 +3,12 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/dtsched/dts/client"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/worker"
 )
 
@@ -20,22 +22,21 @@ func TestDrainAndUndrain(t *testing.T) {
 	s.run(map[string]worker.HandlerFunc{"x": func(context.Context, *worker.Job) (any, error) { return "ok", nil }})
 	c := s.client(client.Config{PollInterval: 50 * time.Millisecond})
 	ctx := within(t, 30*time.Second)
-	waitWorker := func(what string, ok func(*client.Worker) bool) *client.Worker {
+	waitWorker := func(what string, ok func(*client.Worker) bool) {
 		t.Helper()
-		for {
+		testwait.NoError(t, 20*time.Second, "worker w1 "+what, func() error {
 			w, err := c.Worker(ctx, "w1")
-			if err != nil && !errors.Is(err, client.ErrNotFound) {
+			if errors.Is(err, client.ErrNotFound) {
+				return err
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err == nil && ok(w) {
-				return w
+			if !ok(w) {
+				return fmt.Errorf("it is %+v", w)
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("worker w1 never %s: %+v", what, w)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
+			return nil
+		})
 	}
 	waitWorker("available", func(w *client.Worker) bool { return w.State == "available" })
 
