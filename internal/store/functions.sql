@@ -38,7 +38,9 @@ $$;
 -- or while PostgreSQL sends it a result) holds the fence until it wakes,
 -- and LeaderAcquireEpoch would wait as long. Its writes are uncommitted,
 -- so ending them loses nothing. A backend this role may not signal is
--- skipped (the take-over then waits for it, as before).
+-- skipped (the take-over then waits for it, as before). Advisory locks
+-- belong to their database: another dts on the same server is not this
+-- one's to end.
 CREATE OR REPLACE FUNCTION dts_end_stuck_fence(p_min_age_ms bigint) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -47,6 +49,7 @@ DECLARE
 BEGIN
     FOR holder IN SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 727003 AND l.objsubid = 1
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND l.granted AND l.pid <> pg_backend_pid()
           AND a.xact_start < clock_timestamp() - p_min_age_ms * interval '1 millisecond'
     LOOP

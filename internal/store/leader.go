@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +43,13 @@ func (s *Store) LeaderAcquire(ctx context.Context, holder string, ttl time.Durat
 		if _, err := tx.Exec(ctx, q("LeaderAcquireEndStuckFence"), millis(stuckFenceAge)); err != nil {
 			return err
 		}
-		// Waits for the fenced writes of the previous leader in progress.
+		// Waits for the fenced writes of the previous leader in progress,
+		// at most stuckFenceAge: a write younger than that when the lease
+		// ran out may be a frozen one too, and the election's next try
+		// ends it (the election loop's context has no deadline).
+		if _, err := tx.Exec(ctx, q("LeaderAcquireLockTimeout"), strconv.FormatInt(stuckFenceAge.Milliseconds(), 10)); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, q("LeaderAcquireEpoch"), holder).Scan(&epoch); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -192,20 +193,72 @@ func TestTakeOverEndsAFrozenLeadersWrite(t *testing.T) {
 	if _, err := frozen.Exec(e.ctx, `SELECT dts_fence($1)`, a); err != nil {
 		t.Fatal(err)
 	}
-	// The frozen transaction stays open; b tries once its lease is out.
+	// The frozen transaction stays open; b tries once its lease is out,
+	// as a standby's election loop does, whose context has no deadline. A
+	// try while the write is younger than stuckFenceAge gives up waiting
+	// for it after stuckFenceAge (a lock timeout, the next tick tries
+	// again); a later one ends it. A try that waits on and on is the bug.
 	var b int64
-	testwait.For(t, 15*time.Second, "b to take over from the frozen leader", func() bool {
+	testwait.NoError(t, 15*time.Second, "b to take over from the frozen leader", func() error {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 		defer cancel()
-		if b, err = e.s.LeaderAcquire(ctx, "coord-b", time.Minute); err != nil {
-			t.Fatalf("b acquire: %v (waiting on the frozen leader's write)", err)
+		b, err = e.s.LeaderAcquire(ctx, "coord-b", time.Minute)
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("b acquire waited %v on the frozen leader's write: %v", 5*time.Second, err)
+		case err != nil:
+			return fmt.Errorf("b acquire: %w", err)
+		case b == 0:
+			return errors.New("a's lease has not run out")
 		}
-		return b != 0
+		return nil
 	})
 	if b != a+1 {
 		t.Errorf("b's epoch = %d, want %d", b, a+1)
 	}
 	if _, err := frozen.Exec(e.ctx, `SELECT 1`); err == nil {
 		t.Error("the frozen leader's transaction still runs after the take-over")
+	}
+}
+
+// TestTakeOverSparesOtherDatabasesWrites: advisory locks belong to their
+// database, so a take-over ends only its own database's stuck fence
+// holders. Another dts (staging beside production, or a second tenant) on
+// the same server, in a long fenced write, is left alone.
+func TestTakeOverSparesOtherDatabasesWrites(t *testing.T) {
+	t.Parallel()
+	e, other := newEnv(t), newEnv(t)
+	busy, err := other.db.Begin(other.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = busy.Rollback(context.Background()) }()
+	if _, err := busy.Exec(other.ctx, `SELECT dts_fence($1)`, other.epoch); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the other database's fenced write to be open over a second", func() bool {
+		var open bool
+		if err := busy.QueryRow(other.ctx, `SELECT clock_timestamp() - xact_start > interval '1.2 seconds'
+			FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		return open
+	})
+	if err := e.s.LeaderResign(e.ctx, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.s.LeaderAcquire(e.ctx, "coord-a", 100*time.Millisecond)
+	if err != nil || a == 0 {
+		t.Fatalf("a acquire = %d, %v", a, err)
+	}
+	testwait.For(t, 10*time.Second, "b to take over from a", func() bool {
+		b, err := e.s.LeaderAcquire(e.ctx, "coord-b", time.Minute)
+		if err != nil {
+			t.Fatalf("b acquire: %v", err)
+		}
+		return b != 0
+	})
+	if _, err := busy.Exec(other.ctx, `SELECT 1`); err != nil {
+		t.Errorf("the other database's write was ended by this database's take-over: %v", err)
 	}
 }

@@ -8,6 +8,9 @@ UPDATE coordinator_lease SET holder = $1,
 -- name: LeaderAcquireEndStuckFence
 SELECT dts_end_stuck_fence($1)
 
+-- name: LeaderAcquireLockTimeout
+SELECT set_config('lock_timeout', $1, true)
+
 -- name: LeaderAcquireEpoch
 -- The exclusive side of dts_fence's lock 727003: waits for the fenced
 -- writes in progress, and holds new ones until this transaction commits.
