@@ -25,6 +25,9 @@ TESTFLAGS    ?=
 # templates in one goroutine, and Helm and Kubernetes take minutes of CPU to
 # build with -race.
 HELM_TESTS   := $(MODULE)/deploy/helm
+# The system tests: built binaries in clusters, faults between hosts. Only
+# `make test` runs them; `make test-short` is the quick unit layer.
+SYSTEM_TESTS := $(MODULE)/e2e
 # How much `make test` (and `make fuzz`) fuzzes each target beyond its seed
 # corpus, which plain `go test` runs too. A count of executions, not a
 # duration: with a duration the fuzzer can end with a spurious "context
@@ -95,8 +98,8 @@ conformance: prereqs ## Run the worker-protocol conformance suite against CMD (d
 	DTS_CONFORMANCE_CMD='$(CMD)' DTS_CONFORMANCE_ENV='$(CMD_ENV)' \
 		$(GO) test -race -count=1 -timeout 5m -run '^TestConformanceGo$$' -v ./e2e/
 
-test-short: ## Run the tests in -short mode, without -race (quick feedback)
-	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) work
+test-short: ## The quick unit layer: every package but the system tests (e2e), in -short mode, without -race
+	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(SYSTEM_TESTS)')
 
 fmt: ## Format every Go file of the workspace (gofmt -s)
 	gofmt -s -w $$($(GO) list -m -f '{{.Dir}}')

@@ -33,6 +33,9 @@ const consoleFixtureJobs = 1_000_000
 // only if the plan may use it whatever the parameters.
 func TestConsoleListPlans(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("fills a million-job table: make test runs it, make test-short does not")
+	}
 	ctx := t.Context()
 	url := pgtest.NewDatabase(t)
 	fx, err := storetest.FillJobs(ctx, url, consoleFixtureJobs)
