@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dtsched/dts/devcluster/process"
 )
 
 // startTimeout bounds each service's start-up (migrations included).
@@ -26,7 +28,7 @@ type cluster struct {
 	log *slog.Logger
 
 	dir      string // logs (and binaries when built here)
-	binDir   string
+	procs    process.Group
 	dbURL    string
 	dbName   string // set when the bench created the database
 	pg       *pg
@@ -37,7 +39,6 @@ type cluster struct {
 
 	mu      sync.Mutex
 	workers []*proc
-	all     []*proc
 	seq     int
 }
 
@@ -53,11 +54,11 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	if c.dir, err = os.MkdirTemp("", "dts-bench-"); err != nil {
 		return nil, fmt.Errorf("make work dir: %w", err)
 	}
-	c.binDir = cfg.BinDir
-	if c.binDir == "" {
-		c.binDir = filepath.Join(c.dir, "bin")
-		log.Info("building submitter, coordinator and worker", "dir", c.binDir)
-		if err := buildBinaries(ctx, c.binDir); err != nil {
+	c.procs.LogDir, c.procs.BinDir = c.dir, cfg.BinDir
+	if c.procs.BinDir == "" {
+		c.procs.BinDir = filepath.Join(c.dir, "bin")
+		log.Info("building submitter, coordinator and worker", "dir", c.procs.BinDir)
+		if err := buildBinaries(ctx, c.procs.BinDir); err != nil {
 			return nil, err
 		}
 	}
@@ -81,7 +82,7 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	if err != nil {
 		return nil, err
 	}
-	if err := sub.waitHealthy(ctx, startTimeout, nil); err != nil {
+	if err := sub.waitHealthy(ctx, nil); err != nil {
 		return nil, err
 	}
 	coord, err := c.start("coordinator", "coordinator", "COORDINATOR_ADDR", "DATABASE_URL="+c.dbURL, "COORDINATOR_ID=bench-coordinator")
@@ -94,11 +95,11 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 		}
 		return json.Unmarshal(b, &h) == nil && h.Role == "leader"
 	}
-	if err := coord.waitHealthy(ctx, startTimeout, isLeader); err != nil {
+	if err := coord.waitHealthy(ctx, isLeader); err != nil {
 		return nil, err
 	}
 	c.services = []*proc{sub, coord}
-	c.client = newClient(sub.url, max(cfg.LatencyConns, 4*cfg.SubmitClients))
+	c.client = newClient(sub.URL, max(cfg.LatencyConns, 4*cfg.SubmitClients))
 	// The jobs table must start empty: every scenario counts jobs.
 	if n, err := c.pg.statusCounts(ctx); err != nil {
 		return nil, err
@@ -110,21 +111,21 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 
 func (c *cluster) coordinator() *proc { return c.services[1] }
 
-// start launches one service binary on a free port.
+// start launches one service binary on a free port, with nothing of our
+// environment but PATH and HOME, in its own process group (a ^C at the
+// terminal reaches only the bench, which then kills it).
 func (c *cluster) start(name, bin, addrVar string, env ...string) (*proc, error) {
-	addr, err := freeAddr()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	env = append(append(append(slices.Clone(c.baseEnv), addrVar+"="+addr), env...), c.cfg.ServiceEnv...)
-	p, err := startProc(name, filepath.Join(c.binDir, bin), filepath.Join(c.dir, name+".log"), addr, env)
+	env = append(append(append(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
+		c.baseEnv...), addrVar+"="+addr), env...), c.cfg.ServiceEnv...)
+	p, err := c.procs.Start(process.Spec{Name: name, Path: bin, Env: env, Addr: addr, OwnGroup: true})
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.all = append(c.all, p)
-	c.mu.Unlock()
-	return p, nil
+	return &proc{Process: p}, nil
 }
 
 // startWorkers launches n workers with concurrency slots each, all at once,
@@ -165,7 +166,7 @@ func (c *cluster) startWorkers(ctx context.Context, n, concurrency int, onStart 
 	c.workers = append(c.workers, ps...)
 	c.mu.Unlock()
 	for _, p := range ps {
-		if err := p.waitHealthy(ctx, startTimeout, nil); err != nil {
+		if err := p.waitHealthy(ctx, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -199,7 +200,7 @@ func (c *cluster) waitRegistered(ctx context.Context, ps []*proc) error {
 }
 
 func (c *cluster) registeredWorkers(ctx context.Context) (map[string]bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.coordinator().url+"/workers", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.coordinator().URL+"/workers", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func (c *cluster) runningWorkers() []*proc {
 	defer c.mu.Unlock()
 	var out []*proc
 	for _, p := range c.workers {
-		if p.running() {
+		if p.Running() {
 			out = append(out, p)
 		}
 	}
@@ -244,8 +245,7 @@ func (c *cluster) runningWorkers() []*proc {
 func (c *cluster) stopWorkers() {
 	var wg sync.WaitGroup
 	for _, p := range c.runningWorkers() {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.stop(15 * time.Second) }()
+		wg.Go(func() { p.Stop(15 * time.Second) })
 	}
 	wg.Wait()
 }
@@ -253,12 +253,7 @@ func (c *cluster) stopWorkers() {
 // close kills every process, drops the database the bench created and
 // removes the bench's Redis keys and work directory (unless Keep).
 func (c *cluster) close() {
-	c.mu.Lock()
-	all := c.all
-	c.mu.Unlock()
-	for _, p := range all {
-		p.kill()
-	}
+	c.procs.Kill()
 	if c.client != nil {
 		c.client.close()
 	}
@@ -290,17 +285,7 @@ func (c *cluster) close() {
 }
 
 // logTails returns the end of each process's log, for error reports.
-func (c *cluster) logTails(lines int) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out string
-	for _, p := range c.all {
-		if t := tailFile(p.logPath, lines); t != "" {
-			out += fmt.Sprintf("---- %s ----\n%s\n", p.name, t)
-		}
-	}
-	return out
-}
+func (c *cluster) logTails(lines int) string { return c.procs.Tails(lines) }
 
 // errStopped reports a process that died during a scenario.
 var errStopped = errors.New("a service process exited")
@@ -308,8 +293,8 @@ var errStopped = errors.New("a service process exited")
 // checkAlive fails if the submitter or coordinator has exited.
 func (c *cluster) checkAlive() error {
 	for _, p := range c.services {
-		if !p.running() {
-			return fmt.Errorf("%w: %s (%s)\n%s", errStopped, p.name, p.cmd.ProcessState, tailFile(p.logPath, 20))
+		if !p.Running() {
+			return fmt.Errorf("%w: %s (%s)\n%s", errStopped, p.Name, p.Cmd.ProcessState, p.Tail(20))
 		}
 	}
 	return nil
@@ -321,10 +306,10 @@ func (c *cluster) checkAlive() error {
 func (c *cluster) newSampler() *sampler {
 	s := newSampler(c.cfg.SampleInterval)
 	for _, p := range c.services {
-		s.add(p.name, p.pid(), false)
+		s.add(p.Name, p.Pid(), false)
 	}
 	for _, p := range c.runningWorkers() {
-		s.add(p.name, p.pid(), false)
+		s.add(p.Name, p.Pid(), false)
 	}
 	s.addGroup("postgres", func() []int {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

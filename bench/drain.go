@@ -63,14 +63,14 @@ func runDrain(ctx context.Context, c *cluster) (*DrainResult, error) {
 		return res, fmt.Errorf("backlog is %d after submitting %d jobs", b, n)
 	}
 
-	before, err := c.client.scrape(ctx, c.coordinator().url)
+	before, err := c.client.scrape(ctx, c.coordinator().URL)
 	if err != nil {
 		return res, err
 	}
 	s = c.newSampler()
 	s.start()
 	start := time.Now()
-	if _, err := c.startWorkers(ctx, cfg.Workers, cfg.Concurrency, func(p *proc) { s.add(p.name, p.pid(), true) }); err != nil {
+	if _, err := c.startWorkers(ctx, cfg.Workers, cfg.Concurrency, func(p *proc) { s.add(p.Name, p.Pid(), true) }); err != nil {
 		s.stop(0)
 		return res, err
 	}
@@ -80,7 +80,7 @@ func runDrain(ctx context.Context, c *cluster) (*DrainResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if after, err := c.client.scrape(ctx, c.coordinator().url); err == nil {
+	if after, err := c.client.scrape(ctx, c.coordinator().URL); err == nil {
 		res.MeanClaimBatch, _ = mean(before, after, "dts_claim_batch_size")
 		res.MeanResultBatch, _ = mean(before, after, "dts_result_batch_size")
 	}

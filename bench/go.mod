@@ -3,6 +3,7 @@ module github.com/dtsched/dts/bench
 go 1.26.8
 
 require (
+	github.com/dtsched/dts/devcluster v0.0.0
 	github.com/dtsched/dts/internal v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 )
@@ -32,6 +33,8 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
+
+replace github.com/dtsched/dts/devcluster => ../devcluster
 
 replace github.com/dtsched/dts/internal => ../internal
 

@@ -97,7 +97,7 @@ func runLatency(ctx context.Context, c *cluster, targets []latencyTarget) ([]Lat
 func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, error) {
 	cfg := c.cfg
 	run := LatencyRun{Label: t.label, TargetRate: t.rate}
-	before, err := c.client.scrape(ctx, c.coordinator().url)
+	before, err := c.client.scrape(ctx, c.coordinator().URL)
 	if err != nil {
 		return run, err
 	}
@@ -167,7 +167,7 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 		return run, err
 	}
 	run.SubmitToStart, run.SubmitToFinish = percentiles(toStart), percentiles(toFinish)
-	if after, err := c.client.scrape(ctx, c.coordinator().url); err == nil {
+	if after, err := c.client.scrape(ctx, c.coordinator().URL); err == nil {
 		qw, _ := mean(before, after, "dts_queue_wait_seconds")
 		e2e, _ := mean(before, after, "dts_end_to_end_seconds")
 		run.MetricsQueueWaitMs, run.MetricsEndToEndMs = 1000*qw, 1000*e2e

@@ -93,15 +93,15 @@ func runRecovery(ctx context.Context, c *cluster) (*RecoveryResult, error) {
 	}
 	var victim *proc
 	for _, w := range ws {
-		if victim == nil || len(byWorker[w.name]) > len(byWorker[victim.name]) {
+		if victim == nil || len(byWorker[w.Name]) > len(byWorker[victim.Name]) {
 			victim = w
 		}
 	}
-	victimIDs := byWorker[victim.name]
-	res.KilledWorker, res.JobsOnKilled = victim.name, len(victimIDs)
-	c.log.Info("recovery: killing worker", "worker_id", victim.name, "jobs", len(victimIDs), "by_worker", counts(byWorker))
+	victimIDs := byWorker[victim.Name]
+	res.KilledWorker, res.JobsOnKilled = victim.Name, len(victimIDs)
+	c.log.Info("recovery: killing worker", "worker_id", victim.Name, "jobs", len(victimIDs), "by_worker", counts(byWorker))
 	killedAt := time.Now()
-	victim.kill()
+	_ = victim.Kill()
 
 	// Follow the victim's jobs until each is leased by someone else.
 	relet := map[int64]float64{}
@@ -113,7 +113,7 @@ func runRecovery(ctx context.Context, c *cluster) (*RecoveryResult, error) {
 		}
 		now := time.Now()
 		for _, s := range states {
-			if _, done := relet[s.id]; done || s.attempts < 2 || s.workerID == victim.name ||
+			if _, done := relet[s.id]; done || s.attempts < 2 || s.workerID == victim.Name ||
 				(s.status != "leased" && s.status != "completed") {
 				continue
 			}

@@ -176,7 +176,7 @@ func (c *cluster) watchCompleted(ctx context.Context) (*atomic.Int64, error) {
 	read := func() (float64, error) {
 		total := 0.0
 		for _, w := range workers {
-			m, err := c.client.scrape(ctx, w.url)
+			m, err := c.client.scrape(ctx, w.URL)
 			if err != nil {
 				return 0, err
 			}
