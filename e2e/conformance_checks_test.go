@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -110,7 +111,7 @@ func (e *confEnv) cancel(ctx context.Context, id string) error {
 // returns it.
 func (e *confEnv) waitFinal(t *testing.T, id string, within time.Duration) (confJob, error) {
 	var j confJob
-	err := confWait(t, within, func() error {
+	err := testwait.Until(t, within, func() error {
 		var err error
 		if j, err = e.job(t.Context(), id); err != nil {
 			return err
@@ -135,13 +136,13 @@ func final(status string) bool {
 func (e *confEnv) waitRunning(t *testing.T, worker, id string, within time.Duration) (int64, error) {
 	jobID, _ := strconv.ParseInt(id, 10, 64)
 	var token int64
-	err := confWait(t, within, func() error {
+	err := testwait.Until(t, within, func() error {
 		if j, err := e.job(t.Context(), id); err != nil {
 			return err
 		} else if j.Status != "leased" {
 			err := fmt.Errorf("job %s is %s, not leased (running)", id, j.Status)
 			if final(j.Status) {
-				return confGiveUp{err}
+				return testwait.GiveUp(err)
 			}
 			return err
 		}
@@ -315,7 +316,7 @@ func checkProgress(t *testing.T, e *confEnv) error {
 		return err
 	}
 	var j confJob
-	err = confWait(t, 10*time.Second, func() error {
+	err = testwait.Until(t, 10*time.Second, func() error {
 		var err error
 		if j, err = e.job(t.Context(), id); err != nil {
 			return err
@@ -448,7 +449,7 @@ func checkCredentials(t *testing.T, e *confEnv) error {
 	before := e.c.metric(e.coordinator.url, "dts_worker_auth_failures_total", `reason="invalid"`)
 	p := e.startWorker(t, rival, "WORKER_CREDENTIAL="+e.credentials[e.worker]) // not its own
 	defer func() { _ = p.cmd.Process.Kill(); <-p.done }()
-	err := confWait(t, 10*time.Second, func() error {
+	err := testwait.Until(t, 10*time.Second, func() error {
 		if n := e.c.metric(e.coordinator.url, "dts_worker_auth_failures_total", `reason="invalid"`); n < before+3 {
 			return fmt.Errorf("dts_worker_auth_failures_total{reason=\"invalid\"} went from %v to %v", before, n)
 		}
@@ -507,7 +508,7 @@ func (e *confEnv) forge(t *testing.T, id string, concurrency int) (stop func()) 
 
 // realHeartbeat waits for a heartbeat of id that the suite did not forge.
 func (e *confEnv) realHeartbeat(t *testing.T, id string, within time.Duration) error {
-	err := confWait(t, within, func() error {
+	err := testwait.Until(t, within, func() error {
 		hbs, err := e.heartbeats(t.Context(), id)
 		if err != nil {
 			return err
@@ -527,7 +528,7 @@ func (e *confEnv) realHeartbeat(t *testing.T, id string, within time.Duration) e
 
 // waitListLen waits until key holds n entries.
 func (e *confEnv) waitListLen(t *testing.T, key string, n int64, within time.Duration) error {
-	return confWait(t, within, func() error {
+	return testwait.Until(t, within, func() error {
 		got, err := e.rdb.LLen(t.Context(), key).Result()
 		if err != nil {
 			return err
@@ -569,7 +570,7 @@ func checkDrain(t *testing.T, e *confEnv) error {
 	}
 	stop()
 	var running string
-	err := confWait(t, 10*time.Second, func() error {
+	err := testwait.Until(t, 10*time.Second, func() error {
 		for _, id := range ids {
 			if _, err := e.waitRunning(t, confDrainWorker, id, 0); err == nil {
 				running = id
@@ -611,7 +612,7 @@ func checkDrain(t *testing.T, e *confEnv) error {
 	}
 	for _, id := range ids {
 		var j confJob
-		err := confWait(t, 10*time.Second, func() error {
+		err := testwait.Until(t, 10*time.Second, func() error {
 			var err error
 			if j, err = e.job(t.Context(), id); err != nil {
 				return err
@@ -754,7 +755,7 @@ func checkDuplicates(t *testing.T, e *confEnv) error {
 	// of the marker's; wait that long for one (a bounded wait for nothing
 	// to happen).
 	var stale []string
-	_ = confWait(t, 5*confHeartbeat, func() error {
+	_ = testwait.Until(t, 5*confHeartbeat, func() error {
 		stale = nil
 		for _, id := range []string{slow, retried} {
 			s, err := e.staleResults(t.Context(), id)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/dtsched/dts/internal/childproc"
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -214,7 +214,7 @@ func (e *confEnv) workers(ctx context.Context) (map[string]confWorker, error) {
 
 // waitRegistered waits until the coordinator lists id as a live worker.
 func (e *confEnv) waitRegistered(t *testing.T, id string, within time.Duration) error {
-	err := confWait(t, within, func() error {
+	err := testwait.Until(t, within, func() error {
 		ws, err := e.workers(t.Context())
 		if err != nil {
 			return err
@@ -263,34 +263,6 @@ func (e *confEnv) heartbeats(ctx context.Context, id string) ([]wire.Heartbeat, 
 	return out, nil
 }
 
-// confWait polls cond until it returns nil or within passes, or cond
-// returns an error wrapped by confGiveUp (the awaited state can no longer
-// come).
-func confWait(t *testing.T, within time.Duration, cond func() error) error {
-	deadline := time.Now().Add(within)
-	pause := time.Millisecond
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		var g confGiveUp
-		if errors.As(err, &g) {
-			return g.error
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return err
-		}
-		select {
-		case <-time.After(min(pause, left)):
-		case <-t.Context().Done():
-			return err
-		}
-		pause = min(2*pause, 25*time.Millisecond)
-	}
-}
-
 // checkJoin: the worker shows in GET /workers with the contract's job
 // types and concurrency, and its heartbeats are JSON with the fields the
 // protocol asks for.
@@ -317,6 +289,3 @@ func checkJoin(t *testing.T, e *confEnv) error {
 	t.Logf("%s worker announces codec %d (0: JSON)", e.sdk.Name, hb.Codec)
 	return nil
 }
-
-// confGiveUp ends a confWait at once with its error.
-type confGiveUp struct{ error }

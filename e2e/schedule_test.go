@@ -66,7 +66,9 @@ func TestCronLeaderKilledAtTick(t *testing.T) {
 	c.eventually(10*time.Second, "two ticks enqueued", func() bool { return len(perTick()) >= 2 })
 
 	// Kill the leader just after a whole second, while it enqueues that
-	// tick (it wakes at the tick, on the same host's clock).
+	// tick (it wakes at the tick, on the same host's clock). A sleep: the
+	// fault is timed by that clock, and the enqueue it must interrupt
+	// gives no signal before it commits.
 	now := time.Now()
 	killTick := now.Truncate(time.Second).Add(time.Second)
 	time.Sleep(time.Until(killTick.Add(2 * time.Millisecond)))

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // jaegerVersion is the Jaeger that deploy/local/prereqs.sh builds (test
@@ -110,24 +112,26 @@ exporters:
 			t.Logf("---- jaeger log (tail) ----\n%s", tailFile(logPath, 40))
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	err = testwait.Until(t, 20*time.Second, func() error {
 		select {
 		case <-child.Exited():
-			t.Fatalf("jaeger exited during start-up:\n%s", tailFile(logPath, 40))
+			return testwait.GiveUp(errors.New("it exited"))
 		default:
 		}
-		if resp, err := http.Get(j.query + "/api/services"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return j
-			}
+		resp, err := http.Get(j.query + "/api/services")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jaeger's query API did not answer in 20 s:\n%s", tailFile(logPath, 40))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /api/services: %d", resp.StatusCode)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("jaeger did not start within 20 s (its query API answering): %v\n%s", err, tailFile(logPath, 40))
 	}
+	return j
 }
 
 // jaegerSpan is a span as Jaeger's query API (GET /api/traces/{id}) shows it.
@@ -206,8 +210,7 @@ func (j *jaeger) trace(t *testing.T, id string) []jaegerSpan {
 func (j *jaeger) waitTrace(t *testing.T, id string, want ...string) []jaegerSpan {
 	t.Helper()
 	var spans []jaegerSpan
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.NoError(t, 15*time.Second, "trace "+id+" to hold "+strings.Join(want, ", "), func() error {
 		spans = j.trace(t, id)
 		missing := slices.Clone(want)
 		for _, s := range spans {
@@ -216,17 +219,15 @@ func (j *jaeger) waitTrace(t *testing.T, id string, want ...string) []jaegerSpan
 			}
 		}
 		if len(missing) == 0 {
-			return spans
+			return nil
 		}
-		if time.Now().After(deadline) {
-			names := make([]string, len(spans))
-			for i, s := range spans {
-				names[i] = s.service + "/" + s.OperationName
-			}
-			t.Fatalf("trace %s lacks %v after 15 s; it has %v", id, missing, names)
+		names := make([]string, len(spans))
+		for i, s := range spans {
+			names[i] = s.service + "/" + s.OperationName
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("it lacks %v; it has %v", missing, names)
+	})
+	return spans
 }
 
 // submitTraced submits a job with a W3C traceparent header and returns its
