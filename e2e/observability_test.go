@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/devcluster/process"
 	"github.com/dtsched/dts/internal/testwait"
 )
 
@@ -274,20 +274,16 @@ func hostPort(u string) string { return strings.TrimPrefix(u, "http://") }
 
 // promServer is a Prometheus started for one test.
 type promServer struct {
-	url  string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	url string
+	p   *process.Process
 }
 
 // exited says how Prometheus ended, or "" while it runs.
 func (p *promServer) exited() string {
-	select {
-	case <-p.done:
-		return fmt.Sprintf("prometheus exited (%v):\n%s", p.cmd.ProcessState, tailFile(p.log, 40))
-	default:
+	if p.p.Running() {
 		return ""
 	}
+	return fmt.Sprintf("prometheus exited (%v):\n%s", p.p.Cmd.ProcessState, p.p.Tail(40))
 }
 
 // startPrometheus runs Prometheus on a free port with a configuration that
@@ -319,33 +315,19 @@ func startPrometheus(t *testing.T, bin, root, logDir string, targets map[string]
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(logDir, "prometheus.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = f, f
-	child, err := childproc.Start(cmd) // dies with the test binary, not before
-	if err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { <-child.Exited(); f.Close(); close(done) }()
+	g := &process.Group{LogDir: logDir}
+	proc := process.MustStart(t, g, process.Spec{Name: "prometheus", Path: bin, Args: []string{"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr}})
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
+		g.Kill()
 		if t.Failed() {
-			t.Logf("---- prometheus config ----\n%s\n---- prometheus log (tail) ----\n%s", cfg.String(), tailFile(logPath, 40))
+			t.Logf("---- prometheus config ----\n%s\n---- prometheus log (tail) ----\n%s", cfg.String(), proc.Tail(40))
 		}
 	})
-	p := &promServer{url: "http://" + addr, log: logPath, cmd: cmd, done: done}
+	p := &promServer{url: "http://" + addr, p: proc}
 	if err := testwait.Until(t, 30*time.Second, func() error {
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited during start-up:\n%s", tailFile(logPath, 40))
-		default:
+		if !proc.Running() {
+			t.Fatalf("prometheus exited during start-up:\n%s", proc.Tail(40))
 		}
 		resp, err := http.Get(p.url + "/-/ready")
 		if err != nil {
@@ -357,7 +339,7 @@ func startPrometheus(t *testing.T, bin, root, logDir string, targets map[string]
 		}
 		return nil
 	}); err != nil {
-		t.Fatalf("prometheus not ready after 30s (%v):\n%s", err, tailFile(logPath, 40))
+		t.Fatalf("prometheus not ready after 30s (%v):\n%s", err, proc.Tail(40))
 	}
 	return p
 }

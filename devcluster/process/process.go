@@ -39,7 +39,8 @@ type Spec struct {
 	Args []string
 	// Dir is the working directory; "" for this process's.
 	Dir string
-	// Env is the whole environment: nothing of this process's is added.
+	// Env is the whole environment, nothing of this process's added; nil
+	// inherits this process's (as exec.Cmd does).
 	Env []string
 	// Log is the file that receives stdout and stderr; "" for the Group's
 	// LogDir/NAME.log.
