@@ -56,8 +56,8 @@ type Spec struct {
 }
 
 // Group is the processes started together: it kills them all at once and
-// shows their logs. The zero value starts processes with no BinDir and
-// LogDir; set them before the first Start.
+// shows their logs. Set BinDir and LogDir, if at all, before the first
+// Start.
 type Group struct {
 	BinDir string // where a Spec's relative Path is found
 	LogDir string // where a Spec without Log writes NAME.log
@@ -84,6 +84,9 @@ func (g *Group) Start(s Spec) (*Process, error) {
 	}
 	logPath := s.Log
 	if logPath == "" {
+		if g.LogDir == "" {
+			return nil, fmt.Errorf("start %s: no log file: set the Spec's Log or the Group's LogDir", s.Name)
+		}
 		logPath = filepath.Join(g.LogDir, s.Name+".log")
 	}
 	f, err := os.Create(logPath)

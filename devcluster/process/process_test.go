@@ -23,6 +23,9 @@ func shell(name, script string) Spec {
 // A process's output lands in its log; Stop ends one that honours SIGTERM
 // and kills one that does not; Kill of an exited process says so.
 func TestStartStopKill(t *testing.T) {
+	if _, err := (&Group{}).Start(shell("nowhere", "true")); err == nil || !strings.Contains(err.Error(), "no log file") {
+		t.Errorf("Start without a log file: %v", err)
+	}
 	g := &Group{LogDir: t.TempDir()}
 	polite, err := g.Start(shell("polite", `trap 'echo bye; exit 0' TERM; echo hello; while :; do sleep 0.05; done`))
 	if err != nil {
