@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/netns"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // Sentinel timings: a master silent for SentinelDownAfter is down, and a
@@ -95,9 +97,12 @@ func startSentinels(t testing.TB, hosts []*netns.Host) *Sentinels {
 	if g.Replica, err = launchNew(replica); err != nil {
 		t.Fatalf("redistest: sentinel replica: %v", err)
 	}
-	waitFor(t, "the replica to sync", func() (bool, error) {
+	testwait.NoError(t, startTimeout, "the sentinels' replica to sync (redistest)", func() error {
 		info, err := command(g.Replica.Addr(), Password, "INFO", "replication")
-		return strings.Contains(info, "master_link_status:up"), err
+		if err == nil && !strings.Contains(info, "master_link_status:up") {
+			err = errors.New("its master link is not up")
+		}
+		return err
 	})
 	// A sentinel finds the replica in the master's INFO, which it reads at
 	// once when it starts and only every 10 s after: the replica is in
@@ -123,14 +128,17 @@ sentinel sentinel-pass %[6]s
 		g.sentinels = append(g.sentinels, s)
 	}
 	want := fmt.Sprintf("name=%s,status=ok,address=%s,slaves=1,sentinels=3", MasterName, g.Master.Addr())
-	waitFor(t, "the sentinels to know the replica and each other", func() (bool, error) {
+	testwait.NoError(t, startTimeout, "the sentinels to know the replica and each other (redistest)", func() error {
 		for _, s := range g.sentinels {
 			info, err := command(s.Addr(), SentinelPassword, "INFO", "sentinel")
-			if err != nil || !strings.Contains(info, want) {
-				return false, err
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, want) {
+				return fmt.Errorf("sentinel %s does not say %q yet", s.Addr(), want)
 			}
 		}
-		return true, nil
+		return nil
 	})
 	return g
 }
@@ -173,20 +181,20 @@ func (g *Sentinels) MasterAddr() (string, error) {
 // master, and for addr to say it is one.
 func (g *Sentinels) WaitMaster(t testing.TB, addr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.NoError(t, timeout, "the sentinels to name "+addr+" the master (redistest)", func() error {
 		got, err := g.MasterAddr()
-		if err == nil && got == addr {
-			info, err := command(addr, Password, "INFO", "replication")
-			if err == nil && strings.Contains(info, "role:master") {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: after %v the sentinels name %q the master (%v), want %s", timeout, got, err, addr)
+		if got != addr {
+			return fmt.Errorf("they name %q", got)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		info, err := command(addr, Password, "INFO", "replication")
+		if err == nil && !strings.Contains(info, "role:master") {
+			err = fmt.Errorf("%s does not say it is the master yet", addr)
+		}
+		return err
+	})
 }
 
 // stop stops the sentinels first, so that none acts on the others
@@ -196,22 +204,5 @@ func (g *Sentinels) stop() {
 		if s != nil {
 			s.Stop()
 		}
-	}
-}
-
-// waitFor polls cond every 20 ms until it holds, failing the test after
-// startTimeout with cond's last error.
-func waitFor(t testing.TB, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: waiting for %s: timed out after %v (last error: %v)", what, startTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

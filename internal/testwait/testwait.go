@@ -13,8 +13,9 @@
 // again after For or NoError returns. The failure is t.Fatalf, so call
 // these from the test's goroutine. A cond that sees the awaited state can
 // no longer come (the job ended otherwise) returns GiveUp(err): the wait
-// ends at once instead of at its deadline. Only _test.go files import this
-// package; it imports only the standard library.
+// ends at once instead of at its deadline. Only tests and the harnesses
+// they start servers with (redistest) import this package; it imports
+// only the standard library.
 package testwait
 
 import (
