@@ -264,7 +264,7 @@ func TestDispatchQueueCap(t *testing.T) {
 		n := running.Add(1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
-		time.Sleep(20 * time.Millisecond) // the job's work
+		time.Sleep(20 * time.Millisecond) // the job's work: runs overlap as real ones do, so the cap is tested
 		running.Add(-1)
 	}
 	for _, id := range []string{"w1", "w2", "w3"} {

@@ -44,6 +44,9 @@ func (f *fakeService) DeadRequeue(_ context.Context, id int64, payload json.RawM
 const deadFingerprint = hostile + ` dial tcp <ip>: "x" 'y' \ é`
 
 func (f *fakeService) DeadGroups(_ context.Context, limit int) (DeadGroups, error) {
+	// A slow count is the fault (TestDeadGroupsShared): viewers must
+	// arrive while it runs, and they queue inside the console, where no
+	// signal says they all have, so it takes time rather than a gate.
 	time.Sleep(time.Duration(f.slowDead.Load()))
 	f.groups.Add(1)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
