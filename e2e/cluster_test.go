@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,10 +70,6 @@ type cluster struct {
 	base      []string // environment every process gets
 	submitter string   // base URL
 	group     process.Group
-	// procs are processes a test started by hand (not through the
-	// harness); stopAll kills them too.
-	mu    sync.Mutex
-	procs []*proc
 }
 
 // proc is a harness process under the names the tests here use.
@@ -84,13 +79,11 @@ type proc struct {
 	cmd  *exec.Cmd
 	url  string
 	log  string
-	done chan struct{} // closed once it has exited and been reaped
+	done <-chan struct{} // closed once it has exited and been reaped
 }
 
 func newProc(p *process.Process) *proc {
-	done := make(chan struct{})
-	go func() { <-p.Exited(); close(done) }()
-	return &proc{p: p, name: p.Name, cmd: p.Cmd, url: p.URL, log: p.Log, done: done}
+	return &proc{p: p, name: p.Name, cmd: p.Cmd, url: p.URL, log: p.Log, done: p.Exited()}
 }
 
 // fast settings: heartbeats every 200ms, dead after 3 misses, short backoff.
@@ -162,35 +155,23 @@ func (c *cluster) startWorker(id string, env ...string) *proc {
 
 func (c *cluster) stopAll() {
 	c.group.Kill()
-	c.mu.Lock()
-	byHand := c.procs
-	c.mu.Unlock()
-	for _, p := range byHand {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
 	if c.t.Failed() {
 		for _, p := range c.group.Processes() {
 			c.t.Logf("---- %s log (tail) ----\n%s", p.Name, p.Tail(60))
-		}
-		for _, p := range byHand {
-			c.t.Logf("---- %s log (tail) ----\n%s", p.name, tailFile(p.log, 60))
 		}
 	}
 }
 
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Kill(); err != nil {
+	if err := p.p.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
 }
 
 func (p *proc) signal(t *testing.T, s syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(s); err != nil {
+	if err := p.p.Signal(s); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/devcluster/process"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
@@ -164,29 +163,16 @@ func (e *confEnv) startWorker(t *testing.T, id string, env ...string) *proc {
 		t.Fatal(err)
 	}
 	name := e.sdk.Name + "-" + id
-	logPath := filepath.Join(e.c.logDir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(e.sdk.Command[0], e.sdk.Command[1:]...)
-	cmd.Dir = root // a relative path in Command is the repo root's
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+	env = append(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"WORKER_ID=" + id, "REDIS_URL=" + e.c.redis.URL(), "REDIS_PREFIX=",
-		"HEARTBEAT_INTERVAL=" + confHeartbeat.String(), "WORKER_CONCURRENCY=4", "SHUTDOWN_GRACE=5s"}
-	cmd.Env = append(append(cmd.Env, e.sdk.Env...), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	child, err := childproc.Start(cmd) // dies with the test binary, not before
+		"HEARTBEAT_INTERVAL=" + confHeartbeat.String(), "WORKER_CONCURRENCY=4", "SHUTDOWN_GRACE=5s"}, e.sdk.Env...), env...)
+	p, err := e.c.group.Start(process.Spec{Name: name, Path: e.sdk.Command[0], Args: e.sdk.Command[1:],
+		Dir: root, // a relative path in Command is the repo root's
+		Env: env, Log: filepath.Join(e.c.logDir, name+".log")})
 	if err != nil {
-		f.Close()
 		t.Fatalf("start the %s conformance worker %v: %v", e.sdk.Name, e.sdk.Command, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { <-child.Exited(); f.Close(); close(p.done) }()
-	e.c.mu.Lock()
-	e.c.procs = append(e.c.procs, p)
-	e.c.mu.Unlock()
-	return p
+	return newProc(p)
 }
 
 // confWorker is one worker as the coordinator's GET /workers shows it.

@@ -8,14 +8,13 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dtsched/dts/internal/childproc"
+	"github.com/dtsched/dts/devcluster/process"
 	"github.com/dtsched/dts/internal/testwait"
 )
 
@@ -93,30 +92,17 @@ exporters:
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "jaeger.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(jaegerBinary(t), "--config", path)
-	cmd.Stdout, cmd.Stderr = f, f
-	child, err := childproc.StartInNetns(cmd, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := &process.Group{LogDir: dir}
+	srv := process.MustStart(t, g, process.Spec{Name: "jaeger", Path: jaegerBinary(t), Args: []string{"--config", path}})
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-child.Exited()
-		f.Close()
+		g.Kill()
 		if t.Failed() {
-			t.Logf("---- jaeger log (tail) ----\n%s", tailFile(logPath, 40))
+			t.Logf("---- jaeger log (tail) ----\n%s", srv.Tail(40))
 		}
 	})
-	err = testwait.Until(t, 20*time.Second, func() error {
-		select {
-		case <-child.Exited():
+	err := testwait.Until(t, 20*time.Second, func() error {
+		if !srv.Running() {
 			return testwait.GiveUp(errors.New("it exited"))
-		default:
 		}
 		resp, err := http.Get(j.query + "/api/services")
 		if err != nil {
@@ -129,7 +115,7 @@ exporters:
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("jaeger did not start within 20 s (its query API answering): %v\n%s", err, tailFile(logPath, 40))
+		t.Fatalf("jaeger did not start within 20 s (its query API answering): %v\n%s", err, srv.Tail(40))
 	}
 	return j
 }
