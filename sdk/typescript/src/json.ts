@@ -110,6 +110,8 @@ function skipValue(s: string, i: number): number {
 
 const int64Max = 2n ** 63n - 1n;
 const shortInt = /^(0|-?[1-9][0-9]{0,17})$/;
+const longInt = /^[1-9][0-9]{18}$/;
+const int64MaxText = int64Max.toString();
 
 /**
  * int64Field returns the field's value as a decimal string when it is a
@@ -120,6 +122,8 @@ export function int64Field(f: RawFields, key: string): string {
   const raw = f.get(key);
   if (raw === undefined || raw === "null") return "0";
   if (shortInt.test(raw)) return raw; // 18 digits at most: within int64, and already canonical
+  // 19 digits (as most lease tokens, random up to 2^63-1): compared as text.
+  if (raw.length === 19 && longInt.test(raw) && raw <= int64MaxText) return raw;
   if (!/^-?(0|[1-9][0-9]*)$/.test(raw)) throw new SyntaxError(`${key} is not an integer`);
   const v = BigInt(raw);
   if (v > int64Max || v < -int64Max - 1n) throw new SyntaxError(`${key} is out of the int64 range`);

@@ -13,6 +13,7 @@ export const PROTOCOL_VERSION = 1;
 
 // Defaults of WorkerOptions.
 export const DEFAULT_CONCURRENCY = 8;
+export const DEFAULT_PREFETCH = 32;
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 1000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
 
@@ -41,8 +42,11 @@ export interface WorkerOptions {
   /**
    * How many jobs beyond concurrency the worker holds leased, each waiting
    * for a free slot, so that a freed slot starts its next job without a
-   * round trip through the coordinator. Keep it 0 for long jobs. Waiting
-   * jobs are handed back unrun at shutdown. Default 0.
+   * round trip through the coordinator: with none, a lone worker of 8
+   * slots runs 10 ms jobs at a quarter of the rate it reaches with 32.
+   * Set 0 when jobs run for minutes (a job waiting behind them is not
+   * taken over by a worker started later). Waiting jobs are handed back
+   * unrun at shutdown. Default 32, as the worker binary's WORKER_PREFETCH.
    */
   prefetch?: number | undefined;
   /**
@@ -466,7 +470,7 @@ export class Worker {
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100_000) {
       throw new Error(`WorkerOptions.concurrency (${concurrency}) is not within 1..100000`);
     }
-    const prefetch = options.prefetch ?? 0;
+    const prefetch = options.prefetch ?? DEFAULT_PREFETCH;
     if (!Number.isInteger(prefetch) || prefetch < 0 || prefetch > 100_000) {
       throw new Error(`WorkerOptions.prefetch (${prefetch}) is not within 0..100000`);
     }

@@ -164,6 +164,7 @@ describe("worker", { concurrency: true }, () => {
     assert.equal(hb.worker_id, h.id);
     assert.deepEqual((hb.job_types as string[]).sort(), ["a", "b"]);
     assert.equal(hb.concurrency, 3);
+    assert.equal(hb.prefetch, 32, "the default prefetch, as the worker binary's");
     assert.deepEqual(hb.in_flight, []);
     assert.equal(hb.credential, "s3cret");
     assert.equal(hb.codec, undefined, "a JSON-only worker announces codec 0 by leaving it out");
