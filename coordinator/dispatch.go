@@ -78,6 +78,9 @@ type dispatcher struct {
 	// waits out the rest of it (retry.Sleep when nil; tests replace it).
 	cooldown time.Duration
 	wait     func(ctx context.Context, d time.Duration)
+	// limitedRest holds, by groupKey, until when a group's limited claim
+	// is skipped: its last one found nothing startable (limitedRestShare).
+	limitedRest map[string]time.Time
 	// idle holds the groups (by groupKey) whose last claim found no due
 	// job, and allAt is when the last round claimed for every group
 	// (roundScope).
@@ -280,6 +283,13 @@ func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.C
 	if !d.limited {
 		return d.claimUnlimited(ctx, g, g.Slots)
 	}
+	key := groupKey(g)
+	if until, ok := d.limitedRest[key]; ok {
+		if d.now().Before(until) {
+			return d.claimUnlimited(ctx, g, g.Slots)
+		}
+		delete(d.limitedRest, key)
+	}
 	limited := func(slots []string) ([]store.Claimed, error) {
 		p := store.JobClaimLimitedParams{JobClaimParams: store.JobClaimParams{Epoch: d.l.epoch, Types: g.Types,
 			Slots: slots, Lease: d.cfg.LeaseDuration}}
@@ -294,7 +304,12 @@ func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.C
 				return nil, nil
 			}
 		}
-		return d.store.JobClaimLimited(ctx, p)
+		start := d.now()
+		got, err := d.store.JobClaimLimited(ctx, p)
+		if err == nil && len(got) < len(slots) {
+			d.restLimited(key, start)
+		}
+		return got, err
 	}
 	unlimited := func(slots []string) ([]store.Claimed, error) { return d.claimUnlimited(ctx, g, slots) }
 	first, second := unlimited, limited
@@ -303,6 +318,27 @@ func (d *dispatcher) claim(ctx context.Context, g registry.SlotGroup) ([]store.C
 	}
 	d.limitedFirst = !d.limitedFirst
 	return limitShare(g.Slots, first, second)
+}
+
+// limitedRestShare bounds the share of the dispatcher's time spent on
+// limited claims that find nothing: after one found fewer startable jobs
+// than the slots it was offered (every waiting key is full, or rate
+// limited), the group's next limited claim waits limitedRestShare times
+// that claim's duration. The claim visits every key with waiting jobs, so
+// with thousands of full keys it takes a good part of a second, and run
+// in every round it would make every unlimited job pay for it; with few
+// keys it takes about a millisecond, and a key that gets room waits some
+// 20 ms more for its next job.
+const limitedRestShare = 20
+
+// restLimited starts the rest of a group's limited claim, one that began
+// at start and found nothing more to start.
+func (d *dispatcher) restLimited(key string, start time.Time) {
+	if d.limitedRest == nil || len(d.limitedRest) >= maxSplitters {
+		d.limitedRest = map[string]time.Time{}
+	}
+	now := d.now()
+	d.limitedRest[key] = now.Add(limitedRestShare * now.Sub(start))
 }
 
 // limitShare shares a group's slots between two claims, the limited one

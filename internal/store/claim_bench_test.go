@@ -1,12 +1,15 @@
 package store_test
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // BenchmarkClaimUnlimited measures the unlimited path: insert a batch of
@@ -57,6 +60,151 @@ func BenchmarkClaimUnlimited(b *testing.B) {
 		insert(batch, 0)
 		t1 := time.Now()
 		cs, err := s.JobClaimBatch(ctx, store.JobClaimParams{Epoch: epoch, Slots: slots, Lease: time.Minute})
+		t2 := time.Now()
+		tInsert += t1.Sub(t0)
+		tClaim += t2.Sub(t1)
+		if err != nil || len(cs) != batch {
+			b.Fatalf("claim = %d jobs, %v", len(cs), err)
+		}
+		fin := make([]store.Completion, len(cs))
+		for i, c := range cs {
+			fin[i] = store.Completion{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}
+		}
+		if _, err := s.JobCompleteMany(ctx, epoch, fin); err != nil {
+			b.Fatal(err)
+		}
+		tComplete += time.Since(t2)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(done), "ns/job")
+	b.ReportMetric(float64(tInsert.Nanoseconds())/float64(done), "ns/insert")
+	b.ReportMetric(float64(tClaim.Nanoseconds())/float64(done), "ns/claim")
+	b.ReportMetric(float64(tComplete.Nanoseconds())/float64(done), "ns/complete")
+}
+
+// BenchmarkClaimShapes measures what the claim of unlimited jobs costs as
+// the data around it grows, the loop of BenchmarkClaimUnlimited (insert
+// 500, claim them, complete them, over a backlog of 10,000 due jobs of
+// lower priority) in the shapes a large deployment has:
+//   - plain: no queue settings, no limits (the baseline);
+//   - limitkeys=10000: 10,000 concurrency-limit keys (limit 1), each with
+//     a job leased and one waiting, so that every round also runs the
+//     limited claim, as the dispatcher does while limited jobs wait (it
+//     offers that claim half the slots; here it finds none startable);
+//   - queues=N: the 500 jobs and the backlog spread over N queues, claimed
+//     by the claim that honours queues with a weighted share per queue, as
+//     for workers that list N queues in WORKER_QUEUES.
+//
+// ns/job is one job's insert, claim and completion; ns/claim the claim's
+// part (for limitkeys, both claims).
+func BenchmarkClaimShapes(b *testing.B) {
+	for _, shape := range []struct {
+		name      string
+		limitKeys int
+		queues    int
+	}{
+		{name: "plain"},
+		{name: "limitkeys=10000", limitKeys: 10_000},
+		{name: "queues=1", queues: 1},
+		{name: "queues=100", queues: 100},
+		{name: "queues=1000", queues: 1000},
+	} {
+		b.Run(shape.name, func(b *testing.B) {
+			benchClaimShape(b, shape.limitKeys, shape.queues)
+		})
+	}
+}
+
+func benchClaimShape(b *testing.B, limitKeys, queues int) {
+	ctx := b.Context()
+	url := pgtest.NewDatabase(b)
+	s, err := store.Open(ctx, url, store.Options{MaxConns: 4, PinIndexPlans: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	epoch, err := s.LeaderAcquire(ctx, "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 500
+	var names []string // queues, when the shape has them
+	for i := range queues {
+		names = append(names, fmt.Sprintf("q%04d", i))
+	}
+	queueOf := func(i int) string {
+		if queues == 0 {
+			return ""
+		}
+		return names[i%queues]
+	}
+	insert := func(n, prio int) {
+		ps := make([]store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = store.JobInsertParams{Name: "bench", Priority: prio, MaxRetries: 1, Queue: queueOf(i)}
+		}
+		if _, err := s.JobInsert(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 10 {
+		insert(1000, -1) // the backlog, behind every batch
+	}
+	if limitKeys > 0 {
+		db, err := pgx.Connect(ctx, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, sql := range []string{
+			`INSERT INTO limits (key, concurrency) SELECT 'key-' || k, 1 FROM generate_series(1, $1) k`,
+			`INSERT INTO jobs (name, limit_key) SELECT 'bench', 'key-' || k FROM generate_series(1, $1) k, generate_series(1, 2)`,
+			`UPDATE jobs SET status = 'leased', attempts = 1, lease_token = id, worker_id = 'busy',
+				lease_expires_at = now() + interval '1 hour'
+			 WHERE id IN (SELECT min(id) FROM jobs WHERE limit_key IS NOT NULL GROUP BY limit_key)`,
+			`ANALYZE jobs`,
+		} {
+			args := []any{limitKeys}
+			if !strings.Contains(sql, "$1") {
+				args = nil
+			}
+			if _, err := db.Exec(ctx, sql, args...); err != nil {
+				b.Fatalf("%s: %v", sql, err)
+			}
+		}
+		_ = db.Close(ctx)
+	}
+	slots := make([]string, batch)
+	for i := range slots {
+		slots[i] = "w"
+	}
+	var shares []int32 // an even weighted share of the slots per queue
+	for i := range queues {
+		shares = append(shares, int32(batch/queues))
+		if i < batch%queues {
+			shares[i]++
+		}
+	}
+	claim := func() ([]store.Claimed, error) {
+		p := store.JobClaimParams{Epoch: epoch, Slots: slots, Lease: time.Minute}
+		if limitKeys > 0 {
+			got, err := s.JobClaimLimited(ctx, store.JobClaimLimitedParams{
+				JobClaimParams: store.JobClaimParams{Epoch: epoch, Slots: slots[:batch/2], Lease: time.Minute}})
+			if err != nil || len(got) != 0 {
+				b.Fatalf("limited claim = %d jobs, %v; every key is full", len(got), err)
+			}
+		}
+		if queues == 0 {
+			return s.JobClaimBatch(ctx, p)
+		}
+		return s.JobClaimQueues(ctx, store.JobClaimQueuesParams{JobClaimParams: p, Queues: names, Shares: shares})
+	}
+	var tInsert, tClaim, tComplete time.Duration
+	b.ResetTimer()
+	done := 0
+	for ; done < b.N; done += batch {
+		t0 := time.Now()
+		insert(batch, 0)
+		t1 := time.Now()
+		cs, err := claim()
 		t2 := time.Now()
 		tInsert += t1.Sub(t0)
 		tClaim += t2.Sub(t1)

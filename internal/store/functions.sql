@@ -328,9 +328,7 @@ DECLARE
     cq     text[] := '{}';
     croom  integer[] := '{}';
     ids    bigint[];
-    lim    record;
     q      record;
-    i      integer;
 BEGIN
     PERFORM dts_fence(p_epoch);
     IF n = 0 THEN
@@ -354,21 +352,27 @@ BEGIN
         SELECT 1 FROM limits l
         WHERE l.key = s.key AND l.rate > 0 AND s.at > now() - l.period_seconds * interval '1 second');
 
-    room := array_fill(n, ARRAY[cardinality(ks)]);
-    FOR i IN 1 .. cardinality(ks) LOOP
-        SELECT l.concurrency, l.rate, l.period_seconds INTO lim FROM limits l WHERE l.key = ks[i];
-        CONTINUE WHEN NOT FOUND;
-        IF lim.concurrency > 0 THEN
-            room[i] := least(room[i], lim.concurrency -
-                (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.limit_key = ks[i])::integer);
-        END IF;
-        IF lim.rate > 0 THEN
-            room[i] := least(room[i], lim.rate -
-                (SELECT count(*) FROM limit_starts s
-                 WHERE s.key = ks[i] AND s.at > now() - lim.period_seconds * interval '1 second')::integer);
-        END IF;
-        room[i] := greatest(room[i], 0);
-    END LOOP;
+    -- Each key's room (its concurrency less its leased jobs, its rate less
+    -- its starts within the period; a key with no limits row has room for
+    -- every slot), in one statement: with thousands of keys waiting, a
+    -- statement per key made this claim cost seconds. Full keys are
+    -- dropped here, so the claim below visits only keys with room.
+    SELECT coalesce(array_agg(r.k ORDER BY r.ord), '{}'), coalesce(array_agg(r.room ORDER BY r.ord), '{}')
+      INTO ks, room
+      FROM (SELECT u.k, u.ord, least(n,
+                CASE WHEN l.concurrency > 0 THEN l.concurrency -
+                    (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.limit_key = u.k)::integer
+                ELSE n END,
+                CASE WHEN l.rate > 0 THEN l.rate -
+                    (SELECT count(*) FROM limit_starts s
+                     WHERE s.key = u.k AND s.at > now() - l.period_seconds * interval '1 second')::integer
+                ELSE n END) AS room
+            FROM unnest(ks) WITH ORDINALITY AS u(k, ord)
+            LEFT JOIN limits l ON l.key = u.k) r
+     WHERE r.room > 0;
+    IF cardinality(ks) = 0 THEN
+        RETURN;
+    END IF;
 
     paused := ARRAY(SELECT s.name FROM queues s WHERE s.paused);
     FOR q IN SELECT s.name, s.concurrency FROM queues s WHERE s.concurrency > 0 AND NOT s.paused LOOP
