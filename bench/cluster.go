@@ -115,13 +115,9 @@ func (c *cluster) coordinator() *proc { return c.services[1] }
 // environment but PATH and HOME, in its own process group (a ^C at the
 // terminal reaches only the bench, which then kills it).
 func (c *cluster) start(name, bin, addrVar string, env ...string) (*proc, error) {
-	addr, err := process.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	env = append(append(append(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
-		c.baseEnv...), addrVar+"="+addr), env...), c.cfg.ServiceEnv...)
-	p, err := c.procs.Start(process.Spec{Name: name, Path: bin, Env: env, Addr: addr, OwnGroup: true})
+	env = append(append(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
+		c.baseEnv...), env...), c.cfg.ServiceEnv...)
+	p, err := c.procs.Start(process.Spec{Name: name, Path: bin, Env: env, AddrVar: addrVar, OwnGroup: true})
 	if err != nil {
 		return nil, err
 	}

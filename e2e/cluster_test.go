@@ -115,16 +115,17 @@ func freeAddr(t *testing.T) string {
 // for its /healthz.
 func (c *cluster) start(name, bin, addrVar string, env ...string) *proc {
 	c.t.Helper()
-	return c.startAt("", freeAddr(c.t), name, bin, addrVar, env...)
+	return c.startAt("", "", name, bin, addrVar, env...)
 }
 
 // startAt is start with the process in the network namespace whose file is
 // netns ("" for this process's, e.g. a netns.Host's File) listening on
-// addr; later entries of env override the cluster's.
+// addr ("" for a free loopback port); later entries of env override the
+// cluster's.
 func (c *cluster) startAt(netns, addr, name, bin, addrVar string, env ...string) *proc {
 	c.t.Helper()
-	p := c.startProgram(process.Spec{Name: name, Path: filepath.Join(binDir, bin), Netns: netns, Addr: addr,
-		Env: append(append(append([]string{}, c.base...), addrVar+"="+addr), env...)})
+	p := c.startProgram(process.Spec{Name: name, Path: filepath.Join(binDir, bin), Netns: netns, Addr: addr, AddrVar: addrVar,
+		Env: append(append([]string{}, c.base...), env...)})
 	process.MustBeHealthy(c.t, p.p, 30*time.Second)
 	return p
 }

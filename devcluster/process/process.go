@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +51,11 @@ type Spec struct {
 	Netns string
 	// Addr is the host:port it serves HTTP on, if any (Process.URL).
 	Addr string
+	// AddrVar, if set, is the environment variable that tells the program
+	// where to listen (SUBMITTER_ADDR, WORKER_ADDR, ...): Start appends
+	// AddrVar=Addr to Env, choosing a free 127.0.0.1 port when Addr is
+	// empty.
+	AddrVar string
 	// OwnGroup puts it in a process group of its own, so that a ^C at the
 	// terminal reaches only the parent, which then stops it.
 	OwnGroup bool
@@ -89,12 +95,25 @@ func (g *Group) Start(s Spec) (*Process, error) {
 		}
 		logPath = filepath.Join(g.LogDir, s.Name+".log")
 	}
+	env := s.Env
+	if s.AddrVar != "" {
+		if s.Addr == "" {
+			var err error
+			if s.Addr, err = FreeAddr(); err != nil {
+				return nil, fmt.Errorf("start %s: %w", s.Name, err)
+			}
+		}
+		if env == nil {
+			env = os.Environ()
+		}
+		env = append(slices.Clip(env), s.AddrVar+"="+s.Addr)
+	}
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Name, err)
 	}
 	cmd := exec.Command(path, s.Args...)
-	cmd.Dir, cmd.Env = s.Dir, s.Env
+	cmd.Dir, cmd.Env = s.Dir, env
 	cmd.Stdout, cmd.Stderr = f, f
 	if s.OwnGroup {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -64,18 +64,17 @@ func TestWaitHealthy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	addr, err := FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// This test binary serves /healthz when asked to (TestHelperServe).
-	s := Spec{Name: "server", Path: bin, Args: []string{"-test.run=^TestHelperServe$"}, Addr: addr,
-		Env: []string{"DEVCLUSTER_HELPER_ADDR=" + addr}}
+	s := Spec{Name: "server", Path: bin, Args: []string{"-test.run=^TestHelperServe$"}, Env: []string{},
+		AddrVar: "DEVCLUSTER_HELPER_ADDR"} // on a free port
 	server := MustStart(t, g, s)
+	if !strings.HasPrefix(server.URL, "http://127.0.0.1:") {
+		t.Errorf("URL = %q, want a loopback address", server.URL)
+	}
 	if err := server.WaitHealthy(ctx, func(body []byte) bool { return string(body) == "ok" }); err != nil {
 		t.Fatal(err)
 	}
