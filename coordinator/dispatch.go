@@ -152,15 +152,24 @@ func (d *dispatcher) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case w := <-wake:
-			// Jobs with a limit_key were submitted: claim them now, not
-			// after the next reload of the flag (loadLimited).
-			d.limited = d.limited || w.Limited
-			scope = roundScope{wake: w}
+			scope = d.woken(w)
 		case <-d.l.kick:
 		case <-t.C:
 			scope = scopeAll
 		}
 	}
+}
+
+// woken returns the scope of the round a wake-up asks for. When it says
+// jobs with a limit_key were submitted, they are claimed now: not after
+// the next reload of the flag (loadLimited), nor after the rest of a
+// limited claim that found nothing before they came (restLimited).
+func (d *dispatcher) woken(w wire.Wake) roundScope {
+	if w.Limited {
+		d.limited = true
+		clear(d.limitedRest)
+	}
+	return roundScope{wake: w}
 }
 
 // coolDown waits until the cooldown has passed since last, unless due jobs

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dtsched/dts/coordinator/internal/registry"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/wire"
 )
 
 // limitedCounter counts the limited claims.
@@ -54,6 +55,17 @@ func TestLimitedClaimRestsWhileNothingIsStartable(t *testing.T) {
 	if n := rec.limited.Load(); n != 1 {
 		t.Errorf("8 rounds ran %d limited claims; want 1 (it found nothing startable)", n)
 	}
+	// A wake-up for new limited jobs ends the rest: they start at once.
+	if n := rec.limited.Load(); n != 1 {
+		t.Fatalf("%d limited claims before the wake-up; want 1", n)
+	}
+	d.woken(wire.Wake{Limited: true})
+	if _, err := d.claim(r.ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.limited.Load(); n != 2 {
+		t.Errorf("the round after a limited wake-up: %d limited claims in all; want 2", n)
+	}
 	// Later the key has room: the next round past the rest serves it.
 	exec(`UPDATE jobs SET status = 'completed', lease_token = NULL, lease_expires_at = NULL, finished_at = now()
 		WHERE worker_id = 'busy'`)
@@ -62,8 +74,8 @@ func TestLimitedClaimRestsWhileNothingIsStartable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := rec.limited.Load(); n != 2 {
-		t.Errorf("after the rest: %d limited claims in all; want 2", n)
+	if n := rec.limited.Load(); n != 3 {
+		t.Errorf("after the rest: %d limited claims in all; want 3", n)
 	}
 	limited := 0
 	for _, c := range got {
