@@ -2,14 +2,13 @@ package integration_test
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dtsched/dts/client"
 	"github.com/dtsched/dts/coordinator"
-	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/devcluster"
 	"github.com/dtsched/dts/worker"
 )
 
@@ -75,37 +74,10 @@ func TestPrefetchedJobKeepsItsLeaseUntilItStarts(t *testing.T) {
 // runWith is run with a coordinator and a worker configured by co and wo
 // beyond what every test here sets.
 func (s *stack) runWith(co coordinator.Config, wo worker.Config, handlers map[string]worker.HandlerFunc) {
-	t := s.t
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	co.ID, co.DatabaseURL, co.RedisURL, co.RedisPrefix = "c1", s.dbURL, redistest.URL(), s.prefix
-	co.HeartbeatInterval, co.ElectionInterval, co.PollInterval = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-	coord, err := coordinator.New(ctx, co, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wo.ID, wo.RedisURL, wo.RedisPrefix = "w1", redistest.URL(), s.prefix
-	wo.HeartbeatInterval, wo.ShutdownGrace = 100*time.Millisecond, time.Second
-	w, err := worker.New(ctx, wo, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, h := range handlers {
-		w.Handle(name, h)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	go func() { done <- coord.Run(ctx, ln) }()
-	go func() { done <- w.Run(ctx, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
+	s.t.Helper()
+	s.h.Run(devcluster.Services{
+		Coordinator: func(c *coordinator.Config) { c.LeaseDuration = co.LeaseDuration },
+		Worker:      func(w *worker.Config) { w.Concurrency, w.Prefetch = wo.Concurrency, wo.Prefetch },
+		Handlers:    handlers,
 	})
 }
