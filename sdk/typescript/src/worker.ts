@@ -268,7 +268,8 @@ interface Attempt {
   started: boolean;
   startedAt: number; // Date.now() at the handler's start
   progress?: Result | undefined; // the latest report not yet queued
-  lastProgress: number; // when the last report was queued
+  lastProgress: number; // when the last report was queued, then when Redis took it
+  progressSending?: boolean; // a report is queued and Redis has not taken it yet
   progressTimer?: NodeJS.Timeout | undefined;
   // progress is not the handler's report but one carrying its log's lines,
   // repeating the latest report sent (lastPct, lastMsg); logs is the
@@ -876,7 +877,7 @@ export class Worker {
     if (!a || a.jobId !== d.jobId) return;
     a.progress = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "progress", progress: pct, message, startedAt: new Date() };
     a.logsOnly = false;
-    this.scheduleProgress(d, a, a.lastProgress);
+    this.scheduleProgress(d.token, a, a.lastProgress);
   }
 
   // logsWaiting schedules a report to carry the lines waiting in the
@@ -891,16 +892,21 @@ export class Worker {
       a.progress = { jobId: d.jobId, token: d.token, attempt: d.attempt, outcome: "progress", progress: a.lastPct ?? 0, message: a.lastMsg ?? "", startedAt: new Date() };
       a.logsOnly = true;
     }
-    this.scheduleProgress(d, a, Math.max(a.lastProgress, a.startedAt));
+    this.scheduleProgress(d.token, a, Math.max(a.lastProgress, a.startedAt));
   }
 
-  private scheduleProgress(d: Delivery, a: Attempt, since: number): void {
-    if (a.progressTimer) return; // queued when the timer fires, the latest then
+  // scheduleProgress queues the attempt's pending report once the interval
+  // since `since` has passed. The interval counts from when Redis took the
+  // last report (a busy sender or a loaded machine may send it late), so
+  // the coordinator too sees at most one a second: while one is unsent,
+  // the next waits for it (sendLoop schedules it then).
+  private scheduleProgress(token: string, a: Attempt, since: number): void {
+    if (a.progressTimer || a.progressSending) return; // queued when the timer fires, the latest then
     const wait = since + progressIntervalMs - Date.now();
     if (wait <= 0) return this.queueProgress(a);
     a.progressTimer = setTimeout(() => {
       a.progressTimer = undefined;
-      if (this.running.get(d.token) === a && a.progress) this.queueProgress(a);
+      if (this.running.get(token) === a && a.progress) this.queueProgress(a);
     }, wait);
   }
 
@@ -915,6 +921,7 @@ export class Worker {
     }
     this.toSend.push(p);
     a.lastProgress = Date.now();
+    a.progressSending = true;
     this.wakeSender?.();
   }
 
@@ -978,7 +985,14 @@ export class Worker {
           if (s.status === "rejected") {
             failed.push(r);
             lastError = s.reason;
-          } else if (r.outcome !== "progress") {
+          } else if (r.outcome === "progress") {
+            const a = this.running.get(r.token);
+            if (a && a.jobId === r.jobId) {
+              a.progressSending = false;
+              a.lastProgress = Date.now();
+              if (a.progress) this.scheduleProgress(r.token, a, a.lastProgress);
+            }
+          } else {
             this.unsent.delete(r.token);
             if (this.newest.get(r.jobId) === r.token) this.newest.delete(r.jobId);
           }

@@ -405,6 +405,38 @@ describe("worker", { concurrency: true }, () => {
     assert.ok(!progress.some((p) => p.message?.includes("\u0007")), "control characters are dropped");
   });
 
+  it("counts a progress report's interval from when Redis took the last one", async () => {
+    // Writes paused for 800 ms as the first report goes out (a busy Redis,
+    // a loaded machine): the next one must still come a second after
+    // Redis took the first, not a second after it was queued.
+    let paused!: () => void;
+    const go = new Promise<void>((r) => (paused = r));
+    let startedAt = 0;
+    const h = new Harness().handle("p", async (job) => {
+      startedAt = Date.now();
+      await go;
+      const end = Date.now() + 2000;
+      let pct = 0;
+      while (Date.now() < end) {
+        job.progress(Math.min(pct++, 99));
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      return "done";
+    });
+    h.start();
+    await h.deliver({ jobId: "32", token: "702", name: "p" });
+    await waitFor("the handler to start", async () => (startedAt ? true : undefined));
+    await shared.rdb.sendCommand(["CLIENT", "PAUSE", "800", "WRITE"]);
+    paused();
+    await h.waitOutcomes(1);
+    await h.stop();
+    const progress = (await h.results()).filter((x) => x.outcome === "progress");
+    assert.ok(progress.length >= 2, `${progress.length} progress reports`);
+    for (let i = 1; i < progress.length - 1; i++) {
+      assert.ok(progress[i]!.at - progress[i - 1]!.at >= 900, `reports ${i - 1} and ${i} ${progress[i]!.at - progress[i - 1]!.at} ms apart`);
+    }
+  });
+
   it("sends job.log's lines with a lines-only report while it runs and the rest with the result, bounded", async () => {
     const h = new Harness().handle("logs", async (job) => {
       job.log.info("start", { to: "ada lovelace", n: 2, ok: true });
