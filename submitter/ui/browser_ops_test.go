@@ -147,6 +147,12 @@ func TestBrowserOps(t *testing.T) {
 	}
 	b.logout(t)
 	b.login(t, s.admin)
+	// The pages' own refresh (every 2 s by default) may swap a row in
+	// between chromedp's lookup of a button and its click ("Could not find
+	// node with given id"); a person's pointer on the button holds the swap
+	// off, chromedp's does not. The clicks here are what this test checks,
+	// so the refresh is off (TestBrowserPolish checks the refresh itself).
+	get(t, b, "refresh off", chromedp.Evaluate[bool](`localStorage.setItem("dts.console.refresh", "0"), true`))
 
 	// Workers: drain w-drain from its row.
 	b.do(t, "workers", chromedp.Navigate(s.console+"workers"), chromedp.WaitVisible(chromedp.CSS(`tr[data-worker-id="w-drain"] summary.drain`)))
