@@ -229,6 +229,9 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it, make test-short does not")
+	}
 	if _, err := exec.LookPath(chromium); err != nil {
 		t.Fatalf("%s is missing: run `bash deploy/local/prereqs.sh test` (as root) to install chromium", chromium)
 	}
