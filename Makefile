@@ -28,10 +28,6 @@ HELM_TESTS   := $(MODULE)/deploy/helm
 # The system tests: built binaries in clusters, faults between hosts. Only
 # `make test` runs them; `make test-short` is the quick unit layer.
 SYSTEM_TESTS := $(MODULE)/e2e
-# The system tests mostly wait (faults held for seconds, processes starting
-# and stopping), so make test runs them beside the other packages, and more
-# of them at once than the default of one per core.
-E2E_PARALLEL ?= 4
 # How much `make test` (and `make fuzz`) fuzzes each target beyond its seed
 # corpus, which plain `go test` runs too. A count of executions, not a
 # duration: with a duration the fuzzer can end with a spurious "context
@@ -75,12 +71,8 @@ logs: ## Show the local logs (follows on a terminal); one only with NAME=worker-
 	@bash $(CLUSTER) logs $(NAME)
 
 test: prereqs vet ## Install what the tests start if missing, vet, run every test with -race (the Helm chart's without), then each fuzz target briefly
-	@unit=0; helm=0; e2e=0; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) $(TESTFLAGS) $(SYSTEM_TESTS) & pid=$$!; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list -e work | grep -vx -e '$(HELM_TESTS)' -e '$(SYSTEM_TESTS)') || unit=$$?; \
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(HELM_TESTS) || helm=$$?; \
-	wait $$pid || e2e=$$?; \
-	if (( unit || helm || e2e )); then echo "make test: failed (exit codes: other packages $$unit, Helm chart $$helm, e2e $$e2e)" >&2; exit 1; fi
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(HELM_TESTS)')
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(HELM_TESTS)
 	@$(MAKE) --no-print-directory fuzz
 
 prereqs: ## Install the Debian packages the tests start (PostgreSQL, Redis, Prometheus, gcc) when missing
