@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -54,8 +53,6 @@ func newStack(t *testing.T, configure ...func(*submitter.Config)) *stack {
 	h := devcluster.New(t, configure...)
 	return &stack{h: h, t: t, url: h.URL, dbURL: h.DatabaseURL, prefix: h.RedisPrefix}
 }
-
-func logger(t *testing.T) *slog.Logger { return devcluster.Logger(t) }
 
 func (s *stack) client(cfg client.Config) *client.Client {
 	s.t.Helper()
