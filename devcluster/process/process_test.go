@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -14,7 +15,16 @@ import (
 	"github.com/dtsched/dts/internal/testwait"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain is also TestWaitHealthy's server: the test binary run again
+// with DEVCLUSTER_HELPER_ADDR set serves /healthz there until killed.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("DEVCLUSTER_HELPER_ADDR"); addr != "" {
+		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		fmt.Fprintln(os.Stderr, http.ListenAndServe(addr, nil))
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func shell(name, script string) Spec {
 	return Spec{Name: name, Path: "/bin/sh", Args: []string{"-c", script}, Env: []string{"PATH=" + os.Getenv("PATH")}}
@@ -68,8 +78,8 @@ func TestWaitHealthy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// This test binary serves /healthz when asked to (TestHelperServe).
-	s := Spec{Name: "server", Path: bin, Args: []string{"-test.run=^TestHelperServe$"}, Env: []string{},
+	// This test binary serves /healthz when asked to (TestMain).
+	s := Spec{Name: "server", Path: bin, Env: []string{},
 		AddrVar: "DEVCLUSTER_HELPER_ADDR"} // on a free port
 	server := MustStart(t, g, s)
 	if !strings.HasPrefix(server.URL, "http://127.0.0.1:") {
@@ -91,15 +101,4 @@ func TestWaitHealthy(t *testing.T) {
 			t.Errorf("%s running after Group.Kill", p.Name)
 		}
 	}
-}
-
-// TestHelperServe is the server of TestWaitHealthy, run in a child.
-func TestHelperServe(t *testing.T) {
-	addr := os.Getenv("DEVCLUSTER_HELPER_ADDR")
-	if addr == "" {
-		t.Skip("run by TestWaitHealthy")
-	}
-	http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	err := http.ListenAndServe(addr, nil)
-	t.Fatal(err) // it runs until killed
 }
