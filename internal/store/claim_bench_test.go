@@ -21,64 +21,11 @@ import (
 // ns/complete split it. Run it on two branches to compare
 // (docs/benchmarks.md, "Limits").
 func BenchmarkClaimUnlimited(b *testing.B) {
-	ctx := b.Context()
-	s, err := store.Open(ctx, pgtest.NewDatabase(b), store.Options{MaxConns: 4, PinIndexPlans: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	epoch, err := s.LeaderAcquire(ctx, "bench", time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	const batch = 500
-	backlogBatches := 10
+	backlog := 10_000
 	if os.Getenv("DTS_BENCH_NO_BACKLOG") != "" {
-		backlogBatches = 0
+		backlog = 0
 	}
-	insert := func(n, prio int) {
-		ps := make([]store.JobInsertParams, n)
-		for i := range ps {
-			ps[i] = store.JobInsertParams{Name: "bench", Priority: prio, MaxRetries: 1}
-		}
-		if _, err := s.JobInsert(ctx, ps); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for range backlogBatches {
-		insert(1000, -1) // the backlog, behind every batch
-	}
-	slots := make([]string, batch)
-	for i := range slots {
-		slots[i] = "w"
-	}
-	var tInsert, tClaim, tComplete time.Duration
-	b.ResetTimer()
-	done := 0
-	for ; done < b.N; done += batch {
-		t0 := time.Now()
-		insert(batch, 0)
-		t1 := time.Now()
-		cs, err := s.JobClaimBatch(ctx, store.JobClaimParams{Epoch: epoch, Slots: slots, Lease: time.Minute})
-		t2 := time.Now()
-		tInsert += t1.Sub(t0)
-		tClaim += t2.Sub(t1)
-		if err != nil || len(cs) != batch {
-			b.Fatalf("claim = %d jobs, %v", len(cs), err)
-		}
-		fin := make([]store.Completion, len(cs))
-		for i, c := range cs {
-			fin[i] = store.Completion{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}
-		}
-		if _, err := s.JobCompleteMany(ctx, epoch, fin); err != nil {
-			b.Fatal(err)
-		}
-		tComplete += time.Since(t2)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(done), "ns/job")
-	b.ReportMetric(float64(tInsert.Nanoseconds())/float64(done), "ns/insert")
-	b.ReportMetric(float64(tClaim.Nanoseconds())/float64(done), "ns/claim")
-	b.ReportMetric(float64(tComplete.Nanoseconds())/float64(done), "ns/complete")
+	benchClaimShape(b, backlog, 0, 0)
 }
 
 // BenchmarkClaimShapes measures what the claim of unlimited jobs costs as
@@ -109,12 +56,15 @@ func BenchmarkClaimShapes(b *testing.B) {
 		{name: "queues=1000", queues: 1000},
 	} {
 		b.Run(shape.name, func(b *testing.B) {
-			benchClaimShape(b, shape.limitKeys, shape.queues)
+			benchClaimShape(b, 10_000, shape.limitKeys, shape.queues)
 		})
 	}
 }
 
-func benchClaimShape(b *testing.B, limitKeys, queues int) {
+// benchClaimShape runs the loop over a backlog of that many due jobs of
+// lower priority, with limitKeys full limit keys and the jobs spread over
+// that many queues (0: none).
+func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
 	ctx := b.Context()
 	url := pgtest.NewDatabase(b)
 	s, err := store.Open(ctx, url, store.Options{MaxConns: 4, PinIndexPlans: true})
@@ -146,7 +96,7 @@ func benchClaimShape(b *testing.B, limitKeys, queues int) {
 			b.Fatal(err)
 		}
 	}
-	for range 10 {
+	for range backlog / 1000 {
 		insert(1000, -1) // the backlog, behind every batch
 	}
 	if limitKeys > 0 {
