@@ -260,7 +260,7 @@ func TestTokensNeverLogged(t *testing.T) {
 	e.do("GET", "/stats", "", bearer(expired)...)
 	e.do("GET", "/nope", "", bearer(key)...)
 	status, b := e.do("POST", "/admin/tokens", `{"name":"made","scopes":["read"]}`, bearer(good)...)
-	var created submitter.TokenCreated
+	var created wire.TokenCreated
 	e.must(201, &created, status, b)
 	secrets = append(secrets, created.Key)
 	e.do("GET", "/jobs", "", bearer(created.Key)...)
@@ -287,7 +287,7 @@ func TestRevokedKeyStopsWithinSeconds(t *testing.T) {
 	e := newEnv(t, withAuth)
 	admin, _ := e.apiKey("admin", "admin")
 	status, b := e.do("POST", "/admin/tokens", `{"name":"short-lived","scopes":["read"],"ttl":"1h"}`, bearer(admin)...)
-	var created submitter.TokenCreated
+	var created wire.TokenCreated
 	e.must(201, &created, status, b)
 	if created.ExpiresAt == nil || time.Until(*created.ExpiresAt) > time.Hour || !strings.HasPrefix(created.Key, "dts_") {
 		t.Fatalf("created %+v", created)
@@ -296,7 +296,7 @@ func TestRevokedKeyStopsWithinSeconds(t *testing.T) {
 		t.Fatalf("new key: %d %s", status, b)
 	}
 	status, b = e.do("DELETE", "/admin/tokens/"+created.ID, "", bearer(admin)...)
-	var revoked submitter.Token
+	var revoked wire.Token
 	e.must(200, &revoked, status, b)
 	if revoked.RevokedAt == nil {
 		t.Fatalf("revoked = %s", b)
@@ -307,7 +307,7 @@ func TestRevokedKeyStopsWithinSeconds(t *testing.T) {
 	})
 	// Listing shows it revoked, and never a key or hash.
 	status, b = e.do("GET", "/admin/tokens", "", bearer(admin)...)
-	var list submitter.TokenListResponse
+	var list wire.TokenListResponse
 	e.must(200, &list, status, b)
 	if len(list.Tokens) != 2 || list.Tokens[0].RevokedAt == nil || bytes.Contains(b, []byte("dts_")) || bytes.Contains(b, []byte(`"hash"`)) {
 		t.Errorf("list = %s", b)
@@ -339,7 +339,7 @@ func TestAuditLog(t *testing.T) {
 		t.Fatalf("requeue unknown: %d", status)
 	}
 	status, b := e.do("POST", "/admin/tokens", `{"name":"ci","scopes":["submit"],"ttl":"0"}`, bearer(admin)...)
-	var created submitter.TokenCreated
+	var created wire.TokenCreated
 	e.must(201, &created, status, b)
 	if created.ExpiresAt != nil {
 		t.Errorf("ttl 0 key expires at %v", created.ExpiresAt)
@@ -350,13 +350,13 @@ func TestAuditLog(t *testing.T) {
 	}
 
 	status, b = e.do("GET", "/admin/audit?limit=3", "", bearer(admin)...)
-	var page submitter.AuditListResponse
+	var page wire.AuditListResponse
 	e.must(200, &page, status, b)
 	if len(page.Entries) != 3 || page.NextCursor == nil {
 		t.Fatalf("page = %s", b)
 	}
 	status, b = e.do("GET", "/admin/audit?cursor="+*page.NextCursor, "", bearer(admin)...)
-	var rest submitter.AuditListResponse
+	var rest wire.AuditListResponse
 	e.must(200, &rest, status, b)
 	all := append(page.Entries, rest.Entries...)
 	want := []struct{ actor, action, target, result string }{

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/wire"
-	"github.com/dtsched/dts/submitter"
+	"github.com/dtsched/dts/submitter/api"
 )
 
 // compatCase is one request to a compatibility route and what it must
@@ -167,7 +167,7 @@ func TestCompatTasks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	created := func(t *testing.T, e *env, body []byte) {
-		r := decodeAs[submitter.TaskCreated](t, body)
+		r := decodeAs[api.TaskCreated](t, body)
 		if r.Status != "PENDING" || !strings.HasPrefix(string(body), `{"task_id":"`) {
 			t.Errorf("answer %s, want {\"task_id\":\"<id>\",\"status\":\"PENDING\"}", body)
 		}
@@ -196,9 +196,9 @@ func TestCompatTasks(t *testing.T) {
 func TestCompatTaskIdempotent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	post := func() submitter.TaskCreated {
+	post := func() api.TaskCreated {
 		status, body := e.do("POST", "/api/tasks", `{"type":"a"}`, "Idempotency-Key", "k1")
-		var r submitter.TaskCreated
+		var r api.TaskCreated
 		e.must(http.StatusAccepted, &r, status, body)
 		return r
 	}
@@ -233,12 +233,12 @@ func TestCompatGetTask(t *testing.T) {
 			e := *e
 			e.t = t
 			status, body := e.do("POST", "/api/tasks", `{"type":"resize","payload":[1,2]}`)
-			var c submitter.TaskCreated
+			var c api.TaskCreated
 			e.must(http.StatusAccepted, &c, status, body)
 			e.exec(`UPDATE jobs SET `+tt.set+` WHERE id = $1`, c.TaskID)
 
 			status, body = e.do("GET", "/api/tasks/"+c.TaskID, "")
-			var task submitter.Task
+			var task api.Task
 			e.must(http.StatusOK, &task, status, body)
 			if task.TaskID != c.TaskID || task.Type != "resize" || task.Status != tt.status || task.JobStatus != tt.jobStatus ||
 				task.RetryCount != tt.retries || strings.ReplaceAll(string(task.Payload), " ", "") != "[1,2]" {
@@ -265,7 +265,7 @@ func TestCompatAddJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	added := func(t *testing.T, e *env, body []byte) {
-		r := decodeAs[submitter.JobAdded](t, body)
+		r := decodeAs[api.JobAdded](t, body)
 		if r.Message != "Job added to queue" || r.Status != "pending" || r.JobID == "" {
 			t.Errorf("answer %s, want the original's message with the job's id", body)
 		}
@@ -305,7 +305,7 @@ func TestCompatFailedJobs(t *testing.T) {
 		WHERE name = 'dead'`, want[2], want[4])
 	slices.Reverse(want) // most recently failed first; within a moment, newest id first
 
-	get := func(query string) ([]submitter.FailedJob, string) {
+	get := func(query string) ([]api.FailedJob, string) {
 		t.Helper()
 		resp, err := e.http.Client().Get(e.http.URL + "/failedJobs" + query)
 		if err != nil {
@@ -319,7 +319,7 @@ func TestCompatFailedJobs(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "[") {
 			t.Fatalf("GET /failedJobs%s = %d %s, want 200 and a bare array", query, resp.StatusCode, body)
 		}
-		return decodeAs[[]submitter.FailedJob](t, body), resp.Header.Get("Link")
+		return decodeAs[[]api.FailedJob](t, body), resp.Header.Get("Link")
 	}
 	var got []string
 	for page, wantLen := range []int{3, 3, 1, 0} {
@@ -371,7 +371,7 @@ func TestCompatFailedJobsBytes(t *testing.T) {
 	var ids []string
 	for page, wantLen := range []int{10, 2} {
 		status, body := e.do("GET", fmt.Sprintf("/failedJobs?limit=10&page=%d", page+1), "")
-		var jobs []submitter.FailedJob
+		var jobs []api.FailedJob
 		e.must(200, &jobs, status, body)
 		if len(jobs) != wantLen || len(body) > 64<<10 {
 			t.Errorf("page %d: %d jobs in %d bytes, want %d without payloads", page+1, len(jobs), len(body), wantLen)

@@ -4,13 +4,11 @@ package submitter
 // backlog counts have been sent and which has answered, so it can wait for
 // a count that saw what it did.
 func BacklogCountsStarted(s *Server) uint64 {
-	s.backlog.mu.Lock()
-	defer s.backlog.mu.Unlock()
-	return s.backlog.started
+	started, _ := s.app.BacklogCounts()
+	return started
 }
 
 func BacklogCountsAnswered(s *Server) uint64 {
-	s.backlog.mu.Lock()
-	defer s.backlog.mu.Unlock()
-	return s.backlog.answered
+	_, answered := s.app.BacklogCounts()
+	return answered
 }

@@ -1,34 +1,23 @@
-// Package submitter is the scheduler's HTTP API: it accepts jobs, shows
-// them, cancels and requeues them, and reports queue statistics.
+// Package submitter is the scheduler's HTTP API server: it accepts jobs,
+// shows them, cancels and requeues them, and reports queue statistics.
 //
 // Why it is shaped this way: PostgreSQL is the record, so a submission is
 // answered only once its INSERT has committed; Redis is only a transport,
 // so the wake-up published afterwards is best effort (the coordinator polls
-// PostgreSQL anyway) and never fails a request. Every route decodes and
-// validates its whole input before it touches the database, so bad input
-// writes nothing; handlers return errors and httpx.Classify alone turns
-// them into answers.
-//
-// Input rules (docs/api.md is the API reference): bodies are
-// JSON whatever the Content-Type says (curl -d sends a form type); unknown
-// fields are refused with 400 invalid_field, so a typo such as "max_retry"
-// is reported instead of silently ignored; field names match
-// case-insensitively and a repeated key keeps its last value
-// (encoding/json's rules).
+// PostgreSQL anyway) and never fails a request. The package is the
+// composition root: New wires the store and the queue into the
+// application (package app), and the JSON API (package api), the console
+// (package ui), the probes and /metrics over it; Run starts and stops
+// them in order.
 //
 // What must stay true:
-//   - A request is validated completely before any write; a batch is
-//     inserted by one statement, all or nothing. Concurrent single
-//     submissions may share a statement (insertBatcher); each is still
-//     answered only after the commit of its row.
-//   - The submitter never changes a leased job's state itself: cancel
-//     records the request in PostgreSQL and asks the job's worker to stop.
-//   - No metric label carries user input.
 //   - Every route but /healthz, /readyz and /metrics is behind
-//     httpx.Authenticate and a scope (submit, read or admin; routes()
-//     lists them); every admin action writes its audit row before it acts.
+//     httpx.Authenticate and a scope (the API's route table, api/routes.go,
+//     lists them; the console checks them itself).
 //   - Without auth, the server listens on loopback only unless told
 //     otherwise (Config.InsecureNoAuth).
+//   - On shutdown /readyz fails first, the HTTP server drains, and only
+//     then do the application's background parts stop.
 package submitter
 
 import (
@@ -38,6 +27,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,9 +38,10 @@ import (
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/queue"
-	"github.com/dtsched/dts/internal/startstop"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/wire"
+	"github.com/dtsched/dts/submitter/api"
+	"github.com/dtsched/dts/submitter/app"
 	"github.com/dtsched/dts/submitter/ui"
 )
 
@@ -61,15 +52,9 @@ type Server struct {
 	store    *store.Store
 	queue    *queue.Queue
 	registry *prometheus.Registry
-	metrics  *metrics
-	handler  http.Handler
-	tokens   *TokenAdmin
-	svc      service // what the JSON handlers and the console call
+	app      *app.App
 	console  *ui.Console
-	inserts  *insertBatcher // single submissions, coalesced
-	backlog  *backlogGuard  // admission control (Config.MaxBacklog)
-	names    *jobNames      // Config.RejectUnknownJobNames and the submissions' warnings
-	ops      *opRunner      // background bulk operations (operations.go)
+	handler  http.Handler
 
 	authn    httpx.Authenticator // nil: auth is off
 	limiter  *httpx.RateLimiter  // per caller; nil: no limit
@@ -77,16 +62,6 @@ type Server struct {
 
 	stopping  atomic.Bool // set once Run's context is canceled: /readyz fails
 	closeOnce sync.Once
-
-	wakeCh chan struct{} // capacity 1: a wake-up is pending
-	wakeMu sync.Mutex
-	// wakeNext is what the pending wake-up says (wire.Wake, merged over
-	// the requests since the last one); nil once published.
-	wakeNext *wire.Wake
-	waker    *startstop.Func // publishes the wake-ups (runWaker)
-
-	// services are the background parts, in the order Close stops them.
-	services []startstop.Service
 }
 
 // New checks cfg, connects to PostgreSQL (applying migrations) and Redis,
@@ -109,16 +84,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &Server{
-		cfg:      cfg,
-		logger:   logger.With("component", "submitter"),
-		store:    st,
-		queue:    q,
-		registry: reg,
-		metrics:  newMetrics(reg),
-		tokens:   &TokenAdmin{store: st},
-	}
-	s.svc = service{s}
+	s := &Server{cfg: cfg, logger: logger.With("component", "submitter"), store: st, queue: q, registry: reg}
 	if cfg.Auth.Enabled() {
 		v, err := auth.NewVerifier(cfg.Auth, st, nil)
 		if err != nil {
@@ -132,33 +98,25 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if cfg.RateLimitRPS > 0 {
 		s.limiter = httpx.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, nil)
 	}
-	s.inserts = newInsertBatcher(st.JobInsert, insertFlushers, maxInsertRows, insertTimeout,
-		func(n int) { s.metrics.insertRows.Observe(float64(n)) })
-	s.names = newJobNames(st.WorkerJobTypes)
-	s.backlog = newBacklogGuard(st.JobCountDue, cfg.MaxBacklog, cfg.BacklogCheckInterval, s.logger)
-	if s.console, err = ui.New(consoleService{s.svc}, ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger, GrafanaURL: cfg.GrafanaURL, TraceURL: cfg.TraceURL,
+	s.app = app.New(st, q, reg, app.Config{MaxPayloadBytes: cfg.MaxPayloadBytes, MaxBacklog: cfg.MaxBacklog,
+		BacklogCheckInterval: cfg.BacklogCheckInterval, RejectUnknownJobNames: cfg.RejectUnknownJobNames}, s.logger)
+	if s.console, err = ui.New(s.app.Console(), ui.Config{Authn: s.authn, Failures: s.failures, Logger: s.logger, GrafanaURL: cfg.GrafanaURL, TraceURL: cfg.TraceURL,
 		MaxPayloadBytes: cfg.MaxPayloadBytes}); err != nil {
 		_ = q.Close()
 		st.Close()
 		return nil, err
 	}
-	s.ops = newOpRunner(s)
-	s.handler = s.routes(httpx.NewMetrics(reg))
-	s.wakeCh = make(chan struct{}, 1)
-	s.waker = startstop.NewFunc(s.runWaker)
-	// The requests' helpers stop after the HTTP server (Run shuts it down
-	// first); the waker last, so that it publishes their last wake-up.
-	s.services = []startstop.Service{s.ops, s.inserts, s.backlog, s.waker}
+	s.app.OnChange(s.console.Changed)
+	s.handler = s.routes(httpx.NewMetrics(reg), api.New(s.app, api.Config{MaxBodyBytes: cfg.MaxBodyBytes,
+		MaxBatchBodyBytes: cfg.MaxBatchBodyBytes, MaxPayloadBytes: cfg.MaxPayloadBytes, MaxConcurrentRequests: cfg.MaxConcurrentRequests,
+		Authn: s.authn, Failures: s.failures, Limiter: s.limiter}))
 	return s, nil
 }
 
-// Start starts the background parts: the insert batcher, the backlog
-// guard, the bulk operations and the wake-ups. Run calls it; a caller that
-// serves Handler itself calls it first. Close stops them.
-func (s *Server) Start(ctx context.Context) error {
-	// Their lifetime is the server's, until Close, not the caller's ctx.
-	return startstop.StartAll(context.WithoutCancel(ctx), s.services...)
-}
+// Start starts the application's background parts (app.App.Start). Run
+// calls it; a caller that serves Handler itself calls it first. Close
+// stops them.
+func (s *Server) Start(ctx context.Context) error { return s.app.Start(ctx) }
 
 // Handler returns the HTTP API.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -227,15 +185,11 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
 		s.console.Close()
-		startstop.StopAll(s.services...)
+		s.app.Stop()
 		_ = s.queue.Close() // only fails if already closed
 		s.store.Close()
 	})
 }
-
-// bestEffortTimeout bounds the Redis calls made after PostgreSQL has
-// committed (wake-up, cancel control).
-const bestEffortTimeout = time.Second
 
 // Failed authentications allowed per client IP: a burst of 20, then one a
 // second. Enough for a misconfigured client to see its error; too few to
@@ -245,71 +199,35 @@ const (
 	failedAuthBurst = 20
 )
 
-// wake asks the waker goroutine to tell the coordinator that jobs are due,
-// without waiting: a submission's answer never waits for Redis. Requests
-// made while a wake-up is pending share it, so a burst of submissions
-// costs a few PUBLISHes, and each submission is followed by a PUBLISH that
-// starts after its INSERT committed.
-//
-// The wake-up is limited (queue.Wake): the jobs made due may have a
-// limit_key. That is what every operator action says (requeues, run now,
-// a resumed queue, a changed limit): they are rare, and a limited wake-up
-// that was not needed costs only the leader's limited claim, finding
-// nothing, in its rounds until it next checks for limited jobs (a poll
-// interval). Submissions say what they know (wakeSubmitted).
-func (s *Server) wake() { s.wakeSubmitted(wire.Wake{Limited: true}) }
+// readyTimeout bounds the dependency checks of /readyz.
+const readyTimeout = 2 * time.Second
 
-// wakeSubmitted is wake for submitted jobs; w says what the submission
-// knows of them: whether some were created with a limit_key
-// (store.JobInsertResult.Limited) and their names.
-func (s *Server) wakeSubmitted(w wire.Wake) {
-	if s.console != nil {
-		s.console.Changed()
+// readyz handles GET /readyz: 200 when PostgreSQL and Redis answer within
+// readyTimeout and the server is not shutting down.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.stopping.Load() {
+		return httpx.Errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "shutting down")
 	}
-	s.wakeMu.Lock() // before the signal: the PUBLISH that takes it reads it
-	if s.wakeNext != nil {
-		w = s.wakeNext.Merge(w)
-	}
-	s.wakeNext = &w
-	s.wakeMu.Unlock()
-	select {
-	case s.wakeCh <- struct{}{}:
-	default: // one is pending already and will start after our commit
-	}
-}
-
-// runWaker publishes the wake-ups that wake requests. Best effort: a
-// failure is counted and logged at debug, and the coordinator's poll picks
-// the jobs up anyway.
-func (s *Server) runWaker(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			select {
-			case <-s.wakeCh: // the last requests' wake-up, on the way out
-				s.publishWake(context.WithoutCancel(ctx))
-			default:
-			}
-			return
-		case <-s.wakeCh:
-			s.publishWake(ctx)
-		}
-	}
-}
-
-func (s *Server) publishWake(ctx context.Context) {
-	s.wakeMu.Lock()
-	w := s.wakeNext
-	s.wakeNext = nil
-	s.wakeMu.Unlock()
-	if w == nil {
-		return // an earlier PUBLISH took this request's wake-up
-	}
-	pctx, cancel := context.WithTimeout(ctx, bestEffortTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.queue.Wake(pctx, *w); err != nil && ctx.Err() == nil {
-		s.metrics.wakeErrors.Inc()
-		s.metrics.countRedisError(redisOpWake)
-		s.logger.DebugContext(ctx, "wake coordinator", "error", err)
+	if failed := s.app.Ready(ctx); len(failed) > 0 {
+		return httpx.Errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "not reachable: %s", strings.Join(failed, ", "))
 	}
+	httpx.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
+	return nil
+}
+
+// routes builds the HTTP handler: the probes and /metrics, open to all;
+// the console (package ui), mounted at Config.UIBasePath, which logs users
+// in with a cookie holding the same tokens and checks the same scopes
+// itself; and the JSON API (package api), behind authentication.
+func (s *Server) routes(m *httpx.Metrics, h *api.API) http.Handler {
+	r := httpx.NewRouter(s.logger, m)
+	r.Get("/healthz", httpx.Healthz)
+	r.Get("/health", httpx.Healthz) // the originals' name (api/compat.go)
+	r.Get("/readyz", httpx.Handler(s.readyz))
+	r.Method(http.MethodGet, "/metrics", httpx.MetricsHandler(s.registry, s.logger))
+	r.With(httpx.LimitConcurrency(s.cfg.MaxConcurrentRequests)).Mount(s.cfg.UIBasePath, s.console) // the console: its own login and scopes
+	h.Register(r)
+	return r
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
 	"github.com/dtsched/dts/submitter"
+	"github.com/dtsched/dts/submitter/app"
 	"github.com/dtsched/dts/worker"
 )
 
@@ -194,7 +195,7 @@ func TestTablesAndJSON(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, func(c *submitter.Config) { c.Auth = auth.Config{APIKeys: true} })
-	ta, err := submitter.OpenTokenAdmin(t.Context(), s.dbURL)
+	ta, err := app.OpenTokenAdmin(t.Context(), s.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ const (
 // The binaries' sources, relative to this package, for the settings they
 // read and the routes they serve.
 var binaries = map[string]struct{ cmd, routes string }{
-	"submitter":   {"../../submitter/cmd/submitter", "../../submitter/routes.go"},
+	"submitter":   {"../../submitter/cmd/submitter", "../../submitter/submitter.go"},
 	"coordinator": {"../../coordinator/cmd/coordinator", "../../coordinator/coordinator.go"},
 	"worker":      {"../../worker/cmd/worker", "../../worker/http.go"},
 }

@@ -8,9 +8,10 @@
 // back button work, and so does the console with JavaScript off). htmx
 // (vendored, embedded, never fetched from another origin) only swaps the
 // results of a search or a page in place and pushes the URL. Every action
-// is a <form method=post>. The handlers call the same service as the JSON
-// API (the Service interface, implemented by package submitter), so
-// validation, store error counting and the audit log are the API's.
+// is a <form method=post>. The handlers call the same application as the
+// JSON API (the Service interface, which package app implements in the
+// console's own types: App.Console), so validation, store error counting
+// and the audit log are the API's.
 //
 // Links are relative (Page.Root is "./", "../" or "../../"), so the
 // console works under any base path and behind a proxy that adds or

@@ -30,7 +30,7 @@ import (
 // hostile goes into every string a page shows.
 const hostile = `<script>alert(1)</script>"'><img src=x onerror=alert(2)>`
 
-// fakeService serves fixtures; the real one (package submitter) is driven
+// fakeService serves fixtures; the real one (package app) is driven
 // by the browser tests against PostgreSQL.
 type fakeService struct {
 	mu       sync.Mutex

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/envconf"
+	"github.com/dtsched/dts/submitter/app"
 
 	"github.com/dtsched/dts/internal/auth"
-	"github.com/dtsched/dts/submitter"
 )
 
 const tokenUsage = `usage:
@@ -43,7 +43,7 @@ func tokenCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case "create":
 		fs.StringVar(&name, "name", "", "what the key is for (required)")
 		fs.StringVar(&scope, "scope", "", "scopes, comma-separated: submit, read, admin (required)")
-		fs.DurationVar(&ttl, "ttl", submitter.DefaultTokenTTL, "lifetime; 0 for a key that never expires")
+		fs.DurationVar(&ttl, "ttl", app.DefaultTokenTTL, "lifetime; 0 for a key that never expires")
 	case "list", "revoke":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, tokenUsage)
@@ -90,7 +90,7 @@ func tokenCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	admin, err := submitter.OpenTokenAdmin(ctx, *dbURL)
+	admin, err := app.OpenTokenAdmin(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
