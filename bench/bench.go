@@ -84,6 +84,9 @@ type Settings struct {
 	// defaults; empty in a standard run.
 	ServiceEnv        []string `json:"service_env,omitempty"`
 	SubmitterDBParams string   `json:"submitter_db_params,omitempty"`
+	// Profiled: the sustained window's figures include the cost of CPU
+	// profiling every process (Config.ProfileDir).
+	Profiled bool `json:"profiled,omitempty"`
 }
 
 // Target is one goal of the performance issue next to what was measured.
@@ -107,7 +110,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 		Scenarios: cfg.Scenarios, Workers: cfg.Workers, WorkersPerProcess: cfg.WorkersPerProcess, Concurrency: cfg.Concurrency,
 		SubmitClients: cfg.SubmitClients, BatchSize: cfg.BatchSize,
 		ServiceDefaults: "heartbeat 1s x 3 misses, lease 10s, claim batch 1000, poll 250ms, LOG_LEVEL=" + cfg.LogLevel,
-		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams,
+		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams, Profiled: cfg.ProfileDir != "",
 	}}
 	defer func() {
 		rep.Seconds = time.Since(rep.StartedAt).Seconds()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -170,7 +171,8 @@ func builtBinaries(t *testing.T) string {
 // TestQuickFleet runs 6 workers of 8 slots, three to a fleetworker
 // process: every worker registers under its own id and takes part in the
 // drain, the sustained load keeps flowing, and the report lists the two
-// processes.
+// processes. It also profiles the sustained window: every process writes
+// a CPU profile.
 func TestQuickFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the services and runs a cluster")
@@ -187,6 +189,7 @@ func TestQuickFleet(t *testing.T) {
 	})
 	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency = 6, 3, 8
 	cfg.DrainJobs = 600
+	cfg.ProfileDir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
@@ -206,6 +209,19 @@ func TestQuickFleet(t *testing.T) {
 	// the clients stop at the bound for good.
 	if s := rep.Sustained; s == nil || s.Submitted == 0 || s.CompletedRate <= 0 {
 		t.Errorf("sustained: %+v; want jobs submitted and completed in the window", s)
+	}
+	if !rep.Settings.Profiled {
+		t.Errorf("report settings %+v do not say the run was profiled", rep.Settings)
+	}
+	for _, name := range []string{"submitter", "coordinator", "worker-1", "worker-2"} {
+		for _, ext := range []string{".pprof", ".allocs-start", ".allocs-end"} {
+			b, err := os.ReadFile(filepath.Join(cfg.ProfileDir, "sustained-"+name+ext))
+			if err != nil {
+				t.Errorf("profile of %s: %v", name, err)
+			} else if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) { // pprof's profiles are gzipped
+				t.Errorf("profile %s%s: %d bytes that are no gzipped profile: %.40q", name, ext, len(b), b)
+			}
+		}
 	}
 	if u := use(rep.Drain.Resources, "worker-3"); u != nil {
 		t.Errorf("drain resources list a third worker process: %+v", u)

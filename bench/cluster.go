@@ -117,11 +117,19 @@ func (c *cluster) coordinator() *proc { return c.services[1] }
 func (c *cluster) start(name, bin, addrVar string, env ...string) (*proc, error) {
 	env = append(append(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
 		c.baseEnv...), env...), c.cfg.ServiceEnv...)
+	var pprofAddr string
+	if c.cfg.ProfileDir != "" {
+		var err error
+		if pprofAddr, err = process.FreeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "PPROF_ADDR="+pprofAddr)
+	}
 	p, err := c.procs.Start(process.Spec{Name: name, Path: bin, Env: env, AddrVar: addrVar, OwnGroup: true})
 	if err != nil {
 		return nil, err
 	}
-	return &proc{Process: p}, nil
+	return &proc{Process: p, pprofAddr: pprofAddr}, nil
 }
 
 // startWorkers launches n workers with concurrency slots each, all at once,

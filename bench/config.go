@@ -47,6 +47,11 @@ type Config struct {
 	// SubmitterDBParams are extra query parameters of the submitter's
 	// DATABASE_URL (pgxpool reads pool settings there: pool_max_conns=32).
 	SubmitterDBParams string
+	// ProfileDir, when set, gives every service and worker a loopback
+	// PPROF_ADDR and writes a CPU profile of each over the sustained
+	// window there (sustained-<process>.pprof), to see where a version
+	// spends its time. Default none: no profiling, which costs CPU.
+	ProfileDir string
 
 	// Scenarios to run, a subset of Scenarios. Default all.
 	Scenarios []string

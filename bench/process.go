@@ -14,6 +14,8 @@ type proc struct {
 	// workerIDs are the ids of the workers it runs (a worker process one,
 	// a fleetworker many); none for the other services.
 	workerIDs []string
+	// pprofAddr is its PPROF_ADDR when the bench profiles (ProfileDir).
+	pprofAddr string
 }
 
 // waitHealthy waits up to startTimeout for p's /healthz to answer 200 with

@@ -35,6 +35,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if len(st.ServiceEnv) > 0 || st.SubmitterDBParams != "" {
 		p("EXPERIMENT\tservices run with %s %s (not their defaults)", strings.Join(st.ServiceEnv, " "), st.SubmitterDBParams)
 	}
+	if st.Profiled {
+		p("PROFILED\tthe sustained window's figures include the cost of CPU profiling every process")
+	}
 
 	if d := r.Drain; d != nil {
 		p("")

@@ -124,6 +124,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 		return nil, err
 	}
 	s.start()
+	prof := c.profile(ctx, "sustained", cfg.SustainedDuration-time.Since(t0))
 	_ = retry.Sleep(ctx, cfg.SustainedDuration-time.Since(t0))
 	t1, s1 := time.Now(), submitted.Load()
 	c1, err := c.pg.completed(ctx)
@@ -134,6 +135,9 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 	}
 	stop()
 	res.Resources = s.stop(c1 - c0)
+	if err := prof.wait(); err != nil {
+		c.log.Warn("sustained: a profile failed", "error", err)
+	}
 	sortUse(&res.Resources)
 	res.Seconds = t1.Sub(t0).Seconds()
 	res.Submitted, res.Completed = s1-s0, c1-c0

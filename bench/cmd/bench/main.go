@@ -77,6 +77,7 @@ func run() error {
 		cfg.ServiceEnv = append(cfg.ServiceEnv, v)
 		return nil
 	})
+	flag.StringVar(&cfg.ProfileDir, "profile", "", "write a CPU profile of every service and worker over the sustained window into `DIR` (sustained-<process>.pprof; go tool pprof reads them)")
 	flag.StringVar(&cfg.SubmitterDBParams, "submitter-db-params", "", "extra query parameters of the submitter's DATABASE_URL, e.g. pool_max_conns=32 (experiments only)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -99,6 +100,11 @@ func run() error {
 	}
 	if *runs < 1 {
 		return fmt.Errorf("-runs: want at least 1, got %d", *runs)
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
 	}
 	if cfg.DatabaseURL == "" || cfg.RedisURL == "" {
 		return fmt.Errorf("need a PostgreSQL and a Redis server: set DATABASE_URL and REDIS_URL (or run `make bench`, which starts local ones)")

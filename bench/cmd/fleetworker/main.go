@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dtsched/dts/internal/envconf"
+	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/worker"
 	"github.com/dtsched/dts/worker/builtin"
 )
@@ -46,6 +47,7 @@ func run() error {
 	size := e.Int("FLEET_SIZE", 1)
 	id := e.String("WORKER_ID", "fleet")
 	addr := e.String("WORKER_ADDR", "")
+	pprofAddr := e.String("PPROF_ADDR", "")
 	cfg := worker.Config{
 		RedisURL:          e.String("REDIS_URL", envconf.DefaultRedisURL),
 		RedisPrefix:       e.String("REDIS_PREFIX", ""),
@@ -63,6 +65,11 @@ func run() error {
 	log, err := envconf.NewLogger(os.Getenv("LOG_LEVEL"))
 	if err != nil {
 		return err
+	}
+	if pprofAddr != "" {
+		if err := httpx.ServePprof(pprofAddr, log); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
