@@ -245,7 +245,9 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 	// no job has a trace: the common case allocates nothing for it.
 	var traces []*string
 	for i, k := range idx {
-		p := params[k]
+		// A pointer, not a copy: the arrays point into params, and a copy
+		// whose field they pointed to would move to the heap, one per job.
+		p := &params[k]
 		if p.ConcurrencyKey != "" {
 			ckeys[i] = &p.ConcurrencyKey
 		}
@@ -267,8 +269,7 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 			payloads[i] = "null"
 		}
 		if p.IdempotencyKey != "" {
-			key := p.IdempotencyKey
-			keys[i] = &key
+			keys[i] = &p.IdempotencyKey
 		}
 		prios[i], retries[i], timeouts[i] = int32(p.Priority), int32(p.MaxRetries), int32(p.TimeoutSeconds)
 		runAts[i], delays[i] = p.RunAt, millis(p.Delay)
@@ -287,10 +288,12 @@ func jobInsertRows(ctx context.Context, db rowsQuerier, params []JobInsertParams
 	byKey := map[string]int64{}
 	var unkeyed []int64
 	var limited map[int64]bool // the few created with a limit_key
+	// Scanned into once declared, not per row: Scan's arguments escape,
+	// and variables of the loop would move to the heap, three per job.
+	var id int64
+	var key *string
+	var lim bool
 	for rows.Next() {
-		var id int64
-		var key *string
-		var lim bool
 		if err := rows.Scan(&id, &key, &lim); err != nil {
 			rows.Close()
 			return nil, err

@@ -53,8 +53,15 @@ func (s *Store) JobCompleteMany(ctx context.Context, epoch int64, cs []Completio
 	}
 	ids, tokens, results := make([]int64, len(cs)), make([]int64, len(cs)), make([]*string, len(cs))
 	started, workers := make([]*time.Time, len(cs)), make([]string, len(cs))
+	// The start times the NULL-able array points to, one allocation for
+	// the batch (nullTime would make one per job).
+	startedAt := make([]time.Time, len(cs))
 	for i, c := range cs {
-		ids[i], tokens[i], started[i], workers[i] = c.ID, c.LeaseToken, nullTime(c.StartedAt), c.WorkerID
+		ids[i], tokens[i], workers[i] = c.ID, c.LeaseToken, c.WorkerID
+		if !c.StartedAt.IsZero() {
+			startedAt[i] = c.StartedAt
+			started[i] = &startedAt[i]
+		}
 		if len(c.Result) > 0 {
 			r := string(storableJSON(c.Result))
 			results[i] = &r
@@ -69,8 +76,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, epoch int64, cs []Completio
 }
 
 func collectFinished(rows pgx.Rows, n int) ([]Finished, error) {
+	// f outside the function: Scan's arguments escape, and a variable of
+	// the function would move to the heap once per row.
+	var f Finished
 	out, err := pgx.AppendRows(make([]Finished, 0, n), rows, func(r pgx.CollectableRow) (Finished, error) {
-		var f Finished
+		f = Finished{}
 		err := r.Scan(&f.ID, &f.LeaseToken, &f.Name, &f.WorkerID, &f.CreatedAt, &f.StartedAt)
 		return f, err
 	})
