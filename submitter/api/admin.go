@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter/app"
-	"github.com/go-chi/chi/v5"
 )
 
 // This file holds the admin routes: API keys and the audit log.

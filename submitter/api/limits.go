@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/wire"
-	"github.com/go-chi/chi/v5"
 )
 
 // This file holds the /limits routes. Reading needs the read scope; a

@@ -3,9 +3,10 @@ package api
 import (
 	"net/http"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/wire"
-	"github.com/go-chi/chi/v5"
 )
 
 // This file holds the /queues routes. Reading needs the read scope; a

@@ -5,11 +5,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/schedule"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter/app"
-	"github.com/go-chi/chi/v5"
 )
 
 // This file holds the /schedules routes: periodic jobs. Reading needs the

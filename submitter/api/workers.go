@@ -3,10 +3,11 @@ package api
 import (
 	"net/http"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/dtsched/dts/internal/httpx"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/submitter/app"
-	"github.com/go-chi/chi/v5"
 )
 
 // This file holds GET /workers and GET /workers/{id} (read) and POST
