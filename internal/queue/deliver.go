@@ -23,20 +23,32 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 	pipe := q.rdb.Pipeline()
 	for id, out := range byWorker {
 		vals := make([]any, len(out.Deliveries))
+		// The binary forms share one buffer, sized for all of them: one
+		// allocation per worker and round instead of a few per job as
+		// each message grew on its own.
+		var buf []byte
+		if out.Codec >= wire.CodecBinary {
+			size := 0
+			for i := range out.Deliveries {
+				size += wire.DeliverySizeBound(&out.Deliveries[i])
+			}
+			buf = make([]byte, 0, size)
+		}
 		for i := range out.Deliveries {
 			d := &out.Deliveries[i]
+			start := len(buf)
 			switch {
 			case out.Codec >= wire.CodecTrace:
-				vals[i] = wire.AppendDeliveryTrace(wire.AppendDeliveryForLogs(nil, d), d)
-				continue
+				buf = wire.AppendDeliveryTrace(wire.AppendDeliveryForLogs(buf, d), d)
 			case out.Codec >= wire.CodecLogs:
-				vals[i] = wire.AppendDeliveryForLogs(nil, d)
-				continue
+				buf = wire.AppendDeliveryForLogs(buf, d)
 			case out.Codec >= wire.CodecBatch:
-				vals[i] = wire.AppendDeliveryForBatches(nil, d)
-				continue
+				buf = wire.AppendDeliveryForBatches(buf, d)
 			case out.Codec >= wire.CodecBinary:
-				vals[i] = wire.AppendDelivery(nil, d)
+				buf = wire.AppendDelivery(buf, d)
+			}
+			if out.Codec >= wire.CodecBinary {
+				vals[i] = buf[start:len(buf):len(buf)]
 				continue
 			}
 			b, err := json.Marshal(d)

@@ -281,7 +281,7 @@ func failLeased(ctx context.Context, tx pgx.Tx, epoch int64, fs []Failure, polic
 		var o FailOutcome
 		var state string
 		var delayMs int64
-		err := r.Scan(&o.ID, &o.LeaseToken, &o.Name, &o.Queue, &o.Payload, &state, &o.Attempts, &o.MaxRetries, &o.Error,
+		err := r.Scan(&o.ID, &o.LeaseToken, &o.Name, &o.Queue, (*[]byte)(&o.Payload), &state, &o.Attempts, &o.MaxRetries, &o.Error,
 			&o.Reason, &o.WorkerID, &o.Errors, &o.CreatedAt, &o.StartedAt, &delayMs)
 		o.State, o.Delay = job.State(state), time.Duration(delayMs)*time.Millisecond
 		return o, err

@@ -107,6 +107,12 @@ func AppendDeliveryForBatches(b []byte, d *Delivery) []byte { return appendDeliv
 // a leader that reads result batches with logs.
 func AppendDeliveryForLogs(b []byte, d *Delivery) []byte { return appendDelivery(b, LogsMagic, d) }
 
+// DeliverySizeBound is at least the length of d's binary form, its trace
+// context included: the fixed fields take at most 128 bytes.
+func DeliverySizeBound(d *Delivery) int {
+	return 128 + len(d.Name) + len(d.Queue) + len(d.Payload) + len(d.TraceParent)
+}
+
 func appendDelivery(b []byte, magic byte, d *Delivery) []byte {
 	b = append(b, magic)
 	b = strconv.AppendInt(b, d.LeaseToken, 10)

@@ -42,6 +42,21 @@ func TestDeliveryRoundTrip(t *testing.T) {
 	}
 }
 
+// DeliverySizeBound holds for the longest fixed fields there are:
+// negative numbers, which take the most bytes as varints and in decimal.
+func TestDeliverySizeBound(t *testing.T) {
+	const minInt = -1 << 63
+	worst := Delivery{JobID: minInt, LeaseToken: minInt, Attempt: -1, MaxRetries: -1, TimeoutSeconds: -1,
+		CreatedAt: time.Unix(0, minInt), Name: "n", Queue: "q", Payload: json.RawMessage(`{"a":1}`),
+		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	for _, d := range []Delivery{worst, sampleDelivery(), {}} {
+		b := AppendDeliveryTrace(AppendDeliveryForLogs(nil, &d), &d)
+		if bound := DeliverySizeBound(&d); len(b) > bound {
+			t.Errorf("delivery %+v: %d bytes, bound %d", d, len(b), bound)
+		}
+	}
+}
+
 func TestResultRoundTrip(t *testing.T) {
 	for _, r := range []Result{sampleResult(), {JobID: 1, LeaseToken: 2, WorkerID: "w", Outcome: OutcomeCompleted}} {
 		b := AppendResult(nil, &r)
