@@ -3,9 +3,12 @@ package coordinator
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,8 +48,10 @@ func TestOperationsDocDefaults(t *testing.T) {
 }
 
 // TestGuaranteesNameRealTests: every test the Guarantees table of
-// docs/architecture.md names as a proof exists in the repository, so a
-// renamed or deleted test cannot leave a promise proved by nothing.
+// docs/architecture.md names as a proof exists in the repository, in the
+// package the table names (store.TestX: a test of package store), so a
+// renamed, moved or deleted test cannot leave a promise proved by nothing
+// or a reader looking in the wrong place.
 func TestGuaranteesNameRealTests(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("../docs/architecture.md")
@@ -58,7 +63,7 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 		t.Fatal("docs/architecture.md has no Guarantees section")
 	}
 	table, _, _ = strings.Cut(table, "\n## ")
-	defined := map[string]bool{}
+	defined := map[string]map[string]bool{} // test name -> packages that define it
 	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
 			return err
@@ -67,8 +72,15 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		pkg := ""
+		if m := packageClause.FindSubmatch(src); m != nil {
+			pkg = strings.TrimSuffix(string(m[1]), "_test")
+		}
 		for _, m := range testFunc.FindAllSubmatch(src, -1) {
-			defined[string(m[1])] = true
+			if defined[string(m[1])] == nil {
+				defined[string(m[1])] = map[string]bool{}
+			}
+			defined[string(m[1])][pkg] = true
 		}
 		return nil
 	})
@@ -78,8 +90,17 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 	named := 0
 	for _, m := range testName.FindAllStringSubmatch(table, -1) {
 		named++
-		if !defined[m[1]] {
-			t.Errorf("docs/architecture.md's Guarantees table names %s, which no _test.go file defines", m[1])
+		pkgs := defined[m[2]]
+		if pkgs == nil {
+			t.Errorf("docs/architecture.md's Guarantees table names %s, which no _test.go file defines", m[2])
+			continue
+		}
+		if prefix := m[1]; prefix != "" {
+			pkg := path.Base(strings.TrimSuffix(prefix, "."))
+			if !pkgs[pkg] {
+				t.Errorf("docs/architecture.md's Guarantees table names %s, but package %s has no such test (it is in %v)",
+					m[0], pkg, slices.Sorted(maps.Keys(pkgs)))
+			}
 		}
 	}
 	if named < 20 {
@@ -89,5 +110,7 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 
 var (
 	testFunc = regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
-	testName = regexp.MustCompile("`(?:[a-z/]+\\.)?(Test[A-Za-z0-9_]+)`")
+	testName = regexp.MustCompile("`((?:[a-z/]+\\.)?)(Test[A-Za-z0-9_]+)`")
+
+	packageClause = regexp.MustCompile(`(?m)^package ([A-Za-z0-9_]+)`)
 )
