@@ -95,8 +95,10 @@ func (h *API) submitJobs(w http.ResponseWriter, r *http.Request) (err error) {
 	if created > 0 {
 		status = http.StatusCreated
 	}
-	for i := range resps {
-		resps[i].Warnings = h.app.NameWarnings(ctx, params[i:i+1])
+	if warnings := h.app.NameWarningsEach(ctx, params); warnings != nil {
+		for i := range resps {
+			resps[i].Warnings = warnings[i]
+		}
 	}
 	resp := wire.BatchSubmitResponse{Jobs: resps}
 	if params[len(params)-1].Callback {

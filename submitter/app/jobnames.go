@@ -139,6 +139,32 @@ func (a *App) NameWarnings(ctx context.Context, params []store.JobInsertParams) 
 	if err != nil || len(sorted) == 0 || known["*"] {
 		return nil
 	}
+	return nameWarnings(known, params)
+}
+
+// NameWarningsEach are NameWarnings of each job of a batch on its own
+// (POST /submit_jobs answers per job), from one read of the names: nil
+// when every name is handled, the common case, which costs a map lookup
+// per job.
+func (a *App) NameWarningsEach(ctx context.Context, params []store.JobInsertParams) [][]string {
+	known, sorted, err := a.names.handled(ctx)
+	if err != nil || len(sorted) == 0 || known["*"] {
+		return nil
+	}
+	var out [][]string
+	for i := range params {
+		if known[params[i].Name] {
+			continue
+		}
+		if out == nil {
+			out = make([][]string, len(params))
+		}
+		out[i] = nameWarnings(known, params[i:i+1])
+	}
+	return out
+}
+
+func nameWarnings(known map[string]bool, params []store.JobInsertParams) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, p := range params {
