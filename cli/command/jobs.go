@@ -70,6 +70,7 @@ func (a *app) submitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.warn(sub.Warnings)
 			if wait {
 				j, err := a.c.Wait(cmd.Context(), sub.JobID)
 				if err != nil {

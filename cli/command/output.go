@@ -50,6 +50,15 @@ func emit[T any](a *app, l listing[T]) error {
 
 // emitOne prints one object: JSON as the API gave it, or a table of
 // fields (key, value) one per line.
+// warn shows the warnings of an API answer (a submission of a job name
+// no worker handles) on stderr, where they do not mix with the output a
+// script reads.
+func (a *app) warn(warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(a.env.Stderr, "dtsctl: warning: %s\n", w)
+	}
+}
+
 func emitOne(a *app, v any, id string, fields [][2]string) error {
 	w := a.env.Stdout
 	switch {

@@ -139,6 +139,7 @@ schedules. -q prints the new schedule's id.`,
 			if err != nil {
 				return err
 			}
+			a.warn(s.Warnings)
 			return a.printSchedule(s)
 		}),
 	}
