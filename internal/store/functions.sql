@@ -206,8 +206,8 @@ DECLARE
     room  integer[];
     ids   bigint[] := '{}';
     got   bigint[];
-    q     record;
-    i     integer;
+    gotq  integer[];
+    g     integer;
     lft   integer;
 BEGIN
     PERFORM dts_fence(p_epoch);
@@ -230,33 +230,47 @@ BEGIN
         RETURN;
     END IF;
 
-    room := array_fill(n, ARRAY[cardinality(qs)]);
-    FOR i IN 1 .. cardinality(qs) LOOP
-        SELECT s.paused, s.concurrency INTO q FROM queues s WHERE s.name = qs[i];
-        IF NOT FOUND THEN
-            CONTINUE;
-        ELSIF q.paused THEN
-            room[i] := 0;
-        ELSIF q.concurrency > 0 THEN
-            room[i] := greatest(0, least(n, q.concurrency -
-                (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.queue = qs[i])));
-        END IF;
-    END LOOP;
+    -- Each queue's room, in one statement for all of them: n, none when
+    -- paused, or what its cap leaves (a queues row exists only for a
+    -- paused or capped queue, or one that was).
+    room := ARRAY(
+        SELECT CASE
+            WHEN s.name IS NULL THEN n
+            WHEN s.paused THEN 0
+            WHEN s.concurrency > 0 THEN greatest(0, least(n, s.concurrency -
+                (SELECT count(*) FROM jobs j WHERE j.status = 'leased' AND j.queue = u.q)))::integer
+            ELSE n END
+        FROM unnest(qs) WITH ORDINALITY AS u(q, o) LEFT JOIN queues s ON s.name = u.q
+        ORDER BY u.o);
 
+    -- The shares, also in one statement: each queue's first jobs, up to
+    -- its share and its room, in queue order. The shares add up to n (the
+    -- dispatcher splits the slots), so the LIMIT only guards that.
+    --
+    -- "(k.limit_key IS NULL) IS TRUE", here and in the second pass, keeps
+    -- jobs_due_idx (whose predicate says limit_key IS NULL) out of these
+    -- per-queue scans: with statistics older than the backlog (a new
+    -- table, a bulk load before autovacuum's ANALYZE) the planner took it
+    -- and filtered by queue, reading the whole due backlog once per queue
+    -- (1.9 s instead of 10 ms for 1,000 queues, TestQueueClaimPlanWithoutStatistics).
     IF p_shares IS NOT NULL THEN
-        FOR i IN 1 .. cardinality(qs) LOOP
-            lft := least(coalesce(p_shares[i], 0), room[i], n - cardinality(ids));
-            CONTINUE WHEN lft <= 0;
-            got := ARRAY(
-                SELECT j.id FROM jobs j
-                WHERE j.queue = qs[i] AND j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
-                  AND j.limit_key IS NULL
-                  AND (p_types IS NULL OR j.name = ANY(p_types))
-                ORDER BY j.priority DESC, j.next_run_at, j.id
-                LIMIT lft
-                FOR UPDATE SKIP LOCKED);
-            ids := ids || got;
-            room[i] := room[i] - cardinality(got);
+        SELECT coalesce(array_agg(t.id ORDER BY t.i, t.priority DESC, t.next_run_at, t.id), '{}'),
+               coalesce(array_agg(t.i ORDER BY t.i, t.priority DESC, t.next_run_at, t.id), '{}')
+        INTO ids, gotq
+        FROM (
+            SELECT c.id, s.i, c.priority, c.next_run_at FROM generate_subscripts(qs, 1) AS s(i)
+            CROSS JOIN LATERAL (
+                SELECT k.id, k.priority, k.next_run_at FROM jobs k
+                WHERE k.queue = qs[s.i] AND k.status IN ('pending', 'retrying') AND k.next_run_at <= now()
+                  AND (k.limit_key IS NULL) IS TRUE
+                  AND (p_types IS NULL OR k.name = ANY(p_types))
+                ORDER BY k.priority DESC, k.next_run_at, k.id
+                LIMIT greatest(0, least(coalesce(p_shares[s.i], 0), room[s.i]))
+                FOR UPDATE SKIP LOCKED) c
+            ORDER BY s.i, c.priority DESC, c.next_run_at, c.id
+            LIMIT n) t;
+        FOREACH g IN ARRAY gotq LOOP
+            room[g] := room[g] - 1;
         END LOOP;
     END IF;
 
@@ -269,7 +283,7 @@ BEGIN
                 CROSS JOIN LATERAL (
                     SELECT k.id, k.priority, k.next_run_at FROM jobs k
                     WHERE k.queue = qs[s.i] AND k.status IN ('pending', 'retrying') AND k.next_run_at <= now()
-                      AND k.limit_key IS NULL
+                      AND (k.limit_key IS NULL) IS TRUE
                       AND (p_types IS NULL OR k.name = ANY(p_types)) AND k.id <> ALL(ids)
                     ORDER BY k.priority DESC, k.next_run_at, k.id
                     LIMIT least(room[s.i], lft)) c
