@@ -28,6 +28,11 @@ type Report struct {
 	Latency   []LatencyRun     `json:"latency,omitempty"`
 	Recovery  *RecoveryResult  `json:"recovery,omitempty"`
 
+	// Limits is the LimitKeys set-up before the scenarios, Groups the
+	// scenarios' completed jobs by group of a mixed fleet (JobGroups).
+	Limits *LimitSetup   `json:"limit_setup,omitempty"`
+	Groups []GroupResult `json:"groups,omitempty"`
+
 	// Targets compares the figures with the goals of the performance issue.
 	Targets []Target `json:"targets"`
 	// Error is why the run stopped early, if it did.
@@ -87,6 +92,13 @@ type Settings struct {
 	// Profiled: the sustained window's figures include the cost of CPU
 	// profiling every process (Config.ProfileDir).
 	Profiled bool `json:"profiled,omitempty"`
+	// PayloadBytes, JobGroups and LimitKeys are the experiment's shape
+	// (Config); 0 in a standard run. SubmitterEnv is what a payload above
+	// the submitter's limit set in its environment.
+	PayloadBytes int      `json:"payload_bytes,omitempty"`
+	JobGroups    int      `json:"job_groups,omitempty"`
+	LimitKeys    int      `json:"limit_keys,omitempty"`
+	SubmitterEnv []string `json:"submitter_env,omitempty"`
 }
 
 // Target is one goal of the performance issue next to what was measured.
@@ -106,12 +118,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
+	cfg.BatchSize = newJobShape(cfg).fitBatch(cfg.BatchSize)
 	rep := &Report{StartedAt: time.Now(), Machine: describeMachine(), Settings: Settings{
 		Scenarios: cfg.Scenarios, Workers: cfg.Workers, WorkersPerProcess: cfg.WorkersPerProcess, Concurrency: cfg.Concurrency,
 		SubmitClients: cfg.SubmitClients, BatchSize: cfg.BatchSize,
 		ServiceDefaults: "heartbeat 1s x 3 misses, lease 10s, claim batch 1000, poll 250ms, LOG_LEVEL=" + cfg.LogLevel,
 		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams, Profiled: cfg.ProfileDir != "",
+		PayloadBytes: cfg.PayloadBytes, JobGroups: cfg.JobGroups, LimitKeys: cfg.LimitKeys,
 	}}
+	if cfg.PayloadBytes > defaultMaxPayload {
+		rep.Settings.SubmitterEnv = []string{submitterPayloadEnv(cfg.PayloadBytes)}
+	}
 	defer func() {
 		rep.Seconds = time.Since(rep.StartedAt).Seconds()
 		rep.Machine.LoadAvgEnd = loadAvg()
@@ -130,6 +147,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 	}
 	c.redisPID = rep.Redis.PID
 	err = runScenarios(ctx, c, rep)
+	if e := shapeResults(ctx, c, rep); e != nil && err == nil {
+		err = e
+	}
 	rep.Targets = targets(rep)
 	if err != nil {
 		rep.Error = err.Error()
@@ -144,6 +164,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 func runScenarios(ctx context.Context, c *cluster, rep *Report) error {
 	cfg, log := c.cfg, c.log
 	var err error
+	if cfg.LimitKeys > 0 {
+		if rep.Limits, err = setupLimits(ctx, c); err != nil {
+			return fmt.Errorf("limit keys: %w", err)
+		}
+	}
 	if cfg.runs(ScenarioDrain) {
 		log.Info("drain: pre-submitting noop jobs with no worker running", "jobs", cfg.DrainJobs)
 		if rep.Drain, err = runDrain(ctx, c); err != nil {
@@ -165,6 +190,33 @@ func runScenarios(ctx context.Context, c *cluster, rep *Report) error {
 		log.Info("recovery: killing a worker that holds sleep jobs")
 		if rep.Recovery, err = runRecovery(ctx, c); err != nil {
 			return fmt.Errorf("recovery: %w", err)
+		}
+	}
+	return nil
+}
+
+// shapeResults reads, after the scenarios, what the experiment's shape
+// promised: every group served by its own workers, and the limit keys'
+// jobs still waiting.
+func shapeResults(ctx context.Context, c *cluster, rep *Report) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	if c.cfg.JobGroups > 0 {
+		g, err := groupResults(ctx, c)
+		if err != nil {
+			return err
+		}
+		rep.Groups = g
+	}
+	if l := rep.Limits; l != nil && c.pg.setup.lastID > 0 {
+		st, err := c.pg.statusCountsUpTo(ctx, c.pg.setup.lastID)
+		if err != nil {
+			return err
+		}
+		l.WaitingEnd = st["pending"]
+		if l.WaitingEnd != int64(l.Keys) {
+			return fmt.Errorf("limit keys: %d of the %d waiting limited jobs still wait at the end (by status: %v)", l.WaitingEnd, l.Keys, st)
 		}
 	}
 	return nil
@@ -196,6 +248,16 @@ func targets(rep *Report) []Target {
 		if r.TargetRate == 1000 {
 			out = append(out, Target{ScenarioLatency, "p99 submit->start at 1000/s (ms)", r.SubmitToStart.P99, "<= 10", r.SubmitToStart.P99 <= 10})
 		}
+	}
+	if len(rep.Groups) > 0 {
+		served := 0
+		for _, g := range rep.Groups {
+			if g.Completed > 0 && g.ByOthers == 0 {
+				served++
+			}
+		}
+		out = append(out, Target{"groups", "groups whose jobs completed, only on their own workers", float64(served),
+			fmt.Sprintf("= %d", len(rep.Groups)), served == len(rep.Groups)})
 	}
 	if r := rep.Recovery; r != nil {
 		out = append(out, Target{ScenarioRecovery, "max kill->re-leased (s)", r.Relet.Max / 1000, "< 5", r.Relet.N > 0 && r.Relet.Max < 5000})

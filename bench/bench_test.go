@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -242,5 +243,189 @@ func TestQuickFleet(t *testing.T) {
 	want := []string{"worker-1-0", "worker-1-1", "worker-1-2", "worker-2-0", "worker-2-1", "worker-2-2"}
 	if !slices.Equal(ids, want) {
 		t.Errorf("jobs ran on workers %v; want each of %v", ids, want)
+	}
+}
+
+// TestQuickShapes runs drain, sustained and latency with the three
+// experiment flags at small sizes: 2 KiB payloads, a mixed fleet of 3
+// groups (one worker each, in fleetworker processes), 50 limit keys with a
+// job waiting. Each flag's promise is checked in PostgreSQL: the payload
+// stored on every drain and sustained job, every group's name completed by
+// a worker of its group only, the keys' second jobs still waiting and left
+// out of the counts.
+func TestQuickShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the services and runs a cluster")
+	}
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	cfg := Quick(Config{
+		DatabaseURL:      db,
+		ExistingDatabase: true,
+		RedisURL:         redistest.URL(),
+		RedisPrefix:      redistest.Prefix(t),
+		BinDir:           builtBinaries(t),
+		Scenarios:        []string{ScenarioDrain, ScenarioSustained, ScenarioLatency},
+		NoHalfMax:        true,
+		PayloadBytes:     2048,
+		JobGroups:        3,
+		LimitKeys:        50,
+	})
+	cfg.Workers = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+
+	// The keys' jobs are not counted: exactly the drained jobs completed,
+	// and the backlog was empty before the sustained load.
+	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) || d.FirstFinishSeconds < 0 {
+		t.Fatalf("drain: %+v, want exactly the %d drained jobs completed", d, cfg.DrainJobs)
+	}
+	if s := rep.Sustained; s == nil || s.Submitted == 0 || s.CompletedRate <= 0 || s.BacklogEnd < 0 {
+		t.Errorf("sustained: %+v", s)
+	}
+	if len(rep.Latency) != 1 || rep.Latency[0].SubmitToStart.N == 0 {
+		t.Errorf("latency: %+v, want one run whose jobs started", rep.Latency)
+	}
+	st := rep.Settings
+	if st.PayloadBytes != 2048 || st.JobGroups != 3 || st.LimitKeys != 50 || len(st.SubmitterEnv) != 0 {
+		t.Errorf("settings %+v do not give the run's shape", st)
+	}
+	for _, want := range []string{"SHAPE", "2,048-byte payload", "3 groups", "50 concurrency-limit keys", "LIMIT KEYS", "GROUPS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	query := func(sql string, args ...any) map[string]int64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int64{}
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			m[k] = n
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	// Limit keys: each key's first job completed, its second still waits.
+	limited := query(`SELECT status, count(*) FROM jobs WHERE limit_key LIKE 'bench-key-%' GROUP BY status`)
+	if want := map[string]int64{"completed": 50, "pending": 50}; !maps.Equal(limited, want) {
+		t.Errorf("limited jobs by status: %v, want %v", limited, want)
+	}
+	if l := rep.Limits; l == nil || l.Keys != 50 || l.WaitingEnd != 50 {
+		t.Errorf("limit setup: %+v", l)
+	}
+
+	// Payloads: every unlimited job but the latency scenario's carries the
+	// 2,048 bytes; at least the drained and the sustained window's jobs.
+	sizes := query(`SELECT CASE WHEN jsonb_typeof(payload) = 'string' THEN octet_length(payload::text) ELSE 0 END::text, count(*)
+		FROM jobs WHERE limit_key IS NULL GROUP BY 1`)
+	latencyJobs := int64(rep.Latency[0].Submitted)
+	if sizes["0"] != latencyJobs || len(sizes) != 2 || sizes["2048"] < int64(cfg.DrainJobs)+rep.Sustained.Submitted {
+		t.Errorf("unlimited jobs by payload size: %v; want %d latency jobs without one and at least %d of 2048 bytes",
+			sizes, latencyJobs, int64(cfg.DrainJobs)+rep.Sustained.Submitted)
+	}
+
+	// Groups: worker-<seq>-0 is the only worker of fleet k's process seq
+	// = 3k + g + 1, so it is in group g = (seq-1) mod 3.
+	byWorker := query(`SELECT name || ' ' || worker_id, count(*) FROM jobs WHERE status = 'completed' AND limit_key IS NULL GROUP BY 1`)
+	perName := map[string]int64{}
+	for k, n := range byWorker {
+		name, worker, _ := strings.Cut(k, " ")
+		var seq int
+		if _, err := fmt.Sscanf(worker, "worker-%d-0", &seq); err != nil {
+			t.Fatalf("worker id %q: %v", worker, err)
+		}
+		if want := fmt.Sprintf("noop_g%d", (seq-1)%3); name != want {
+			t.Errorf("%d jobs %s completed by %s, a worker of %s", n, name, worker, want)
+		}
+		perName[name] += n
+	}
+	for g := range 3 {
+		if name := fmt.Sprintf("noop_g%d", g); perName[name] == 0 {
+			t.Errorf("no job %s completed: %v", name, perName)
+		}
+	}
+	if len(rep.Groups) != 3 {
+		t.Fatalf("report groups: %+v, want 3", rep.Groups)
+	}
+	for _, g := range rep.Groups {
+		if g.Completed != perName[g.Name] || g.ByOthers != 0 || g.Workers != 1 {
+			t.Errorf("report group %+v; PostgreSQL counts %d completed", g, perName[g.Name])
+		}
+	}
+}
+
+// TestJobShape checks that batches of large payloads fit the submitter's
+// batch body limit, and that group names spread evenly over batches.
+func TestJobShape(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{2, 100, 10 << 10, 1 << 20, 4 << 20, maxBatchBody - 40} {
+		s := newJobShape(Config{PayloadBytes: n, JobGroups: 50})
+		k := s.fitBatch(1000)
+		if k < 1 {
+			t.Errorf("payload %d: %d jobs to a batch", n, k)
+			continue
+		}
+		if b := s.body(49, k); len(b) > maxBatchBody {
+			t.Errorf("payload %d: a batch of %d is %d bytes, over %d", n, k, len(b), maxBatchBody)
+		}
+		if b := s.body(49, k+1); k < 1000 && len(b) <= maxBatchBody {
+			t.Errorf("payload %d: %d jobs to a batch, but %d fit (%d bytes)", n, k, k+1, len(b))
+		}
+		var jobs []struct {
+			Name    string `json:"name"`
+			Payload string `json:"payload"`
+		}
+		if err := json.Unmarshal(s.body(0, min(k, 3)), &jobs); err != nil || len(jobs[0].Payload) != n-2 {
+			t.Errorf("payload %d: batch does not decode to its payload: %v", n, err)
+		}
+	}
+	if err := (Config{DatabaseURL: "x", RedisURL: "x", PayloadBytes: maxBatchBody}).WithDefaults().validate(); err == nil {
+		t.Error("validate accepts a payload larger than the batch body limit")
+	}
+
+	// 7 jobs to a batch over 3 names: any 3 consecutive batches hold each
+	// name 7 times.
+	b := newBatches(jobShape{names: groupNames(3)}, 7)
+	counts := map[string]int{}
+	for k := range int64(3) {
+		var jobs []struct{ Name string }
+		if err := json.Unmarshal(b.body(k+5, 7), &jobs); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			counts[j.Name]++
+		}
+	}
+	if want := map[string]int{"noop_g0": 7, "noop_g1": 7, "noop_g2": 7}; !maps.Equal(counts, want) {
+		t.Errorf("names over 3 batches: %v, want %v", counts, want)
+	}
+	if got := string(jobShape{names: groupNames(0)}.body(0, 2)); got != "["+noopJob+","+noopJob+"]" {
+		t.Errorf("the standard shape's batch is %s", got)
 	}
 }

@@ -61,6 +61,27 @@ func (c *client) post(ctx context.Context, path string, body []byte, out any) er
 	return nil
 }
 
+// put sends body with PUT and wants a 200 answer.
+func (c *client) put(ctx context.Context, path string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("PUT %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("PUT %s: read answer: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT %s: status %d: %.300s", path, resp.StatusCode, b)
+	}
+	return nil
+}
+
 // errBacklogFull is the submitter's 503 backlog_full: its MAX_BACKLOG
 // admission control refused the jobs (run with -service-env MAX_BACKLOG=N).
 var errBacklogFull = errors.New("503 backlog_full")

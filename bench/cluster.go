@@ -40,6 +40,9 @@ type cluster struct {
 	mu      sync.Mutex
 	workers []*proc
 	seq     int
+	// jobNames is, with JobGroups, the job name each worker handles, by
+	// worker id.
+	jobNames map[string]string
 }
 
 // startCluster prepares the database and binaries and starts the submitter
@@ -78,7 +81,11 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	submitterDB := withParams(c.dbURL, cfg.SubmitterDBParams)
 	// The bench measures the scheduler, not the API's per-client rate
 	// limit, which would cap one client (the bench) at its default.
-	sub, err := c.start("submitter", "submitter", "SUBMITTER_ADDR", "DATABASE_URL="+submitterDB, "RATE_LIMIT_RPS=-1")
+	subEnv := []string{"DATABASE_URL=" + submitterDB, "RATE_LIMIT_RPS=-1"}
+	if cfg.PayloadBytes > defaultMaxPayload {
+		subEnv = append(subEnv, submitterPayloadEnv(cfg.PayloadBytes))
+	}
+	sub, err := c.start("submitter", "submitter", "SUBMITTER_ADDR", subEnv...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,9 +144,12 @@ func (c *cluster) start(name, bin, addrVar string, env ...string) (*proc, error)
 // it. onStart, if set, sees each process right after it was started.
 //
 // With WorkersPerProcess above 1 the n workers run that many to a
-// fleetworker process (the last process may hold fewer).
+// fleetworker process (the last process may hold fewer). With JobGroups
+// they always do (FLEET_JOB_NAMES gives each its name): worker k of the n
+// is in group k mod JobGroups and handles only that group's job name.
 func (c *cluster) startWorkers(ctx context.Context, n, concurrency int, onStart func(*proc)) ([]*proc, error) {
 	per := max(c.cfg.WorkersPerProcess, 1)
+	names := groupNames(c.cfg.JobGroups)
 	ps := make([]*proc, (n+per-1)/per)
 	for i := range ps {
 		c.mu.Lock()
@@ -148,13 +158,26 @@ func (c *cluster) startWorkers(ctx context.Context, n, concurrency int, onStart 
 		c.mu.Unlock()
 		env := []string{"WORKER_ID=" + name, "WORKER_CONCURRENCY=" + strconv.Itoa(concurrency)}
 		bin, ids := "worker", []string{name}
-		if per > 1 {
+		if per > 1 || c.cfg.JobGroups > 0 {
 			size := min(per, n-i*per)
 			bin, ids = "fleetworker", nil
+			var handles []string
 			for j := range size {
 				ids = append(ids, fmt.Sprintf("%s-%d", name, j))
+				handles = append(handles, names[(i*per+j)%len(names)])
 			}
 			env = append(env, "FLEET_SIZE="+strconv.Itoa(size))
+			if c.cfg.JobGroups > 0 {
+				env = append(env, "FLEET_JOB_NAMES="+strings.Join(handles, ","))
+				c.mu.Lock()
+				if c.jobNames == nil {
+					c.jobNames = map[string]string{}
+				}
+				for j, id := range ids {
+					c.jobNames[id] = handles[j]
+				}
+				c.mu.Unlock()
+			}
 		}
 		p, err := c.start(name, bin, "WORKER_ADDR", env...)
 		if err != nil {
@@ -329,6 +352,12 @@ func (c *cluster) newSampler() *sampler {
 	}
 	s.add("bench", os.Getpid(), false)
 	return s
+}
+
+// submitterPayloadEnv raises the submitter's MAX_PAYLOAD_BYTES to a
+// PayloadBytes above its default.
+func submitterPayloadEnv(payloadBytes int) string {
+	return "MAX_PAYLOAD_BYTES=" + strconv.Itoa(payloadBytes)
 }
 
 // withParams appends query parameters to a URL.

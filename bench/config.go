@@ -53,6 +53,30 @@ type Config struct {
 	// spends its time. Default none: no profiling, which costs CPU.
 	ProfileDir string
 
+	// PayloadBytes, when set, gives the jobs of the drain and sustained
+	// scenarios a JSON string payload of this many bytes, its encoding
+	// with the quotes (as the submitter's MAX_PAYLOAD_BYTES measures it);
+	// the noop handler ignores it. At least 2 (""). Their batches shrink
+	// below BatchSize where needed to fit the submitter's 16 MiB batch
+	// body limit, and above 1 MiB the submitter runs with MAX_PAYLOAD_BYTES
+	// raised to it. Default 0: no payload.
+	PayloadBytes int
+	// JobGroups, when set, makes the fleet mixed: the workers are split
+	// into this many groups (worker k of a fleet in group k mod JobGroups),
+	// group g's workers handle only the job name noop_g<g>, and the jobs
+	// submitted are spread evenly over these names. The workers then run
+	// in fleetworker processes even at one worker per process. Needs
+	// Workers >= JobGroups, and no recovery scenario (its sleep jobs need
+	// the built-in handlers). Default 0: every worker handles every
+	// built-in job, and the jobs are noop.
+	JobGroups int
+	// LimitKeys, when set, sets up that many concurrency-limit keys before
+	// the scenarios, each with a limit of one start a day and two jobs, the
+	// first completed and the second waiting all run, so that the leader
+	// also runs the limited claim in every round; the scenarios' jobs are
+	// unlimited, and their counts leave the keys' jobs out. Default 0.
+	LimitKeys int
+
 	// Scenarios to run, a subset of Scenarios. Default all.
 	Scenarios []string
 	// Workers is the number of workers. Default 2.
@@ -219,6 +243,18 @@ func (c Config) validate() error {
 		return fmt.Errorf("RecoveryConcurrency: %d, want at least 1", c.RecoveryConcurrency)
 	case c.SustainedDuration < 100*time.Millisecond:
 		return fmt.Errorf("SustainedDuration: %v, want at least 100ms", c.SustainedDuration)
+	case c.PayloadBytes == 1 || c.PayloadBytes < 0:
+		return fmt.Errorf("PayloadBytes: %d, want 0 (none) or at least 2 (a JSON string)", c.PayloadBytes)
+	case c.PayloadBytes > 0 && newJobShape(c).fitBatch(1) < 1:
+		return fmt.Errorf("PayloadBytes: %d, too large for one job to fit the submitter's batch body limit (%d bytes)", c.PayloadBytes, maxBatchBody)
+	case c.JobGroups < 0:
+		return fmt.Errorf("JobGroups: %d, want 0 (a homogeneous fleet) or more", c.JobGroups)
+	case c.JobGroups > c.Workers:
+		return fmt.Errorf("JobGroups: %d, more than the %d workers: a group would have none", c.JobGroups, c.Workers)
+	case c.JobGroups > 0 && slices.Contains(c.Scenarios, ScenarioRecovery):
+		return errors.New("JobGroups: the recovery scenario's sleep jobs need workers with the built-in handlers; leave it out")
+	case c.LimitKeys < 0:
+		return fmt.Errorf("LimitKeys: %d, want 0 or more", c.LimitKeys)
 	}
 	for _, r := range c.LatencyRates {
 		if r <= 0 {

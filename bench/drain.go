@@ -3,14 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// noopJob is the job every throughput scenario submits: the worker's
-// built-in noop handler returns at once, so what is measured is the
-// scheduler's own cost per job.
+// noopJob is the job every throughput scenario submits by default: the
+// worker's built-in noop handler returns at once, so what is measured is
+// the scheduler's own cost per job. PayloadBytes and JobGroups change it
+// (jobShape).
 const noopJob = `{"name":"noop"}`
 
 // DrainResult is the drain scenario: DrainJobs noop jobs submitted while no
@@ -48,7 +50,7 @@ func runDrain(ctx context.Context, c *cluster) (*DrainResult, error) {
 	s := c.newSampler()
 	s.start()
 	t0 := time.Now()
-	n, err := submitN(ctx, c, cfg.DrainJobs, noopJob)
+	n, _, err := submitN(ctx, c, cfg.DrainJobs, newBatches(newJobShape(cfg), cfg.BatchSize).body)
 	res.SubmitSeconds = time.Since(t0).Seconds()
 	res.Submit = s.stop(n)
 	sortUse(&res.Submit)
@@ -144,29 +146,27 @@ func pollEvery(interval time.Duration, backlog int64) time.Duration {
 	return min(max(interval, time.Duration(backlog/50_000)*interval), max(interval, 5*time.Second))
 }
 
-// submitN submits n copies of job through POST /submit_jobs, with
-// SubmitClients clients posting BatchSize jobs each, and returns how many
-// were accepted. It stops at the first error.
-func submitN(ctx context.Context, c *cluster, n int, job string) (int64, error) {
+// submitN submits n jobs through POST /submit_jobs, with SubmitClients
+// clients posting BatchSize jobs each, body(k, size) being batch k's, and
+// returns how many were accepted and the largest job id. It stops at the
+// first error.
+func submitN(ctx context.Context, c *cluster, n int, body func(k int64, size int) []byte) (int64, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	full := batchBody(job, c.cfg.BatchSize)
 	batches := make(chan []byte)
 	go func() {
 		defer close(batches)
-		for left := n; left > 0; left -= c.cfg.BatchSize {
-			body := full
-			if left < c.cfg.BatchSize {
-				body = batchBody(job, left)
-			}
+		for k, left := int64(0), n; left > 0; k, left = k+1, left-c.cfg.BatchSize {
 			select {
-			case batches <- body:
+			case batches <- body(k, min(left, c.cfg.BatchSize)):
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	var accepted atomic.Int64
+	var mu sync.Mutex
+	var lastID int64
 	var once sync.Once
 	var firstErr error
 	var wg sync.WaitGroup
@@ -181,14 +181,19 @@ func submitN(ctx context.Context, c *cluster, n int, job string) (int64, error) 
 					return
 				}
 				accepted.Add(int64(len(ids)))
+				if len(ids) > 0 {
+					mu.Lock()
+					lastID = max(lastID, slices.Max(ids))
+					mu.Unlock()
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return accepted.Load(), firstErr
+		return accepted.Load(), lastID, firstErr
 	}
-	return accepted.Load(), ctx.Err()
+	return accepted.Load(), lastID, ctx.Err()
 }
 
 func round(v float64, digits int) float64 {

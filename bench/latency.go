@@ -101,7 +101,14 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 	if err != nil {
 		return run, err
 	}
-	body := []byte(noopJob)
+	// Without PayloadBytes's payload (single 1 MiB jobs at these rates
+	// would measure the network), but spread over JobGroups's names.
+	names := groupNames(cfg.JobGroups)
+	bodies := make([][]byte, len(names))
+	for i := range names {
+		bodies[i] = []byte(jobShape{names: names}.job(int64(i)))
+	}
+	var seq atomic.Int64
 	due := make(chan struct{}, cfg.LatencyConns)
 	var (
 		mu      sync.Mutex
@@ -116,7 +123,7 @@ func latencyRun(ctx context.Context, c *cluster, t latencyTarget) (LatencyRun, e
 			defer wg.Done()
 			for range due {
 				t0 := time.Now()
-				id, err := c.client.submitOne(ctx, body)
+				id, err := c.client.submitOne(ctx, bodies[(seq.Add(1)-1)%int64(len(bodies))])
 				d := time.Since(t0).Seconds()
 				if err != nil {
 					errs.Add(1)

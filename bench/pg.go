@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -17,6 +18,9 @@ import (
 // costs the server little.
 type pg struct {
 	pool *pgxpool.Pool
+	// setup are the jobs made before the scenarios (LimitKeys), which
+	// backlog, completed and completedSpan leave out.
+	setup setupJobs
 }
 
 func openPG(ctx context.Context, dbURL string) (*pg, error) {
@@ -115,9 +119,10 @@ func (p *pg) backendPIDs(ctx context.Context) ([]int, error) {
 	return out, nil
 }
 
-// backlog counts the jobs not finished yet: pending, retrying or leased.
-// Each count reads one partial index (jobs_queue_due_idx, jobs_leased_idx), so it
-// stays cheap while the table grows.
+// backlog counts the jobs not finished yet: pending, retrying or leased
+// (the setup's waiting jobs left out). Each count reads one partial index
+// (jobs_queue_due_idx, jobs_leased_idx), so it stays cheap while the table
+// grows.
 func (p *pg) backlog(ctx context.Context) (int64, error) {
 	var n int64
 	err := p.pool.QueryRow(ctx, `SELECT
@@ -126,21 +131,22 @@ func (p *pg) backlog(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("count backlog: %w", err)
 	}
-	return n, nil
+	return n - p.setup.waiting, nil
 }
 
-// completed counts completed jobs (a scan of jobs_finished_idx).
+// completed counts completed jobs (a scan of jobs_finished_idx), the
+// setup's left out.
 func (p *pg) completed(ctx context.Context) (int64, error) {
 	var n int64
 	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'completed'`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count completed jobs: %w", err)
 	}
-	return n, nil
+	return n - p.setup.completed, nil
 }
 
-// statusCounts counts every job by status.
-func (p *pg) statusCounts(ctx context.Context) (map[string]int64, error) {
-	rows, err := p.pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+// statusCountsUpTo counts the jobs up to lastID by status.
+func (p *pg) statusCountsUpTo(ctx context.Context, lastID int64) (map[string]int64, error) {
+	rows, err := p.pool.Query(ctx, `SELECT status, count(*) FROM jobs WHERE id <= $1 GROUP BY status`, lastID)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs by status: %w", err)
 	}
@@ -157,6 +163,37 @@ func (p *pg) statusCounts(ctx context.Context) (map[string]int64, error) {
 	return out, rows.Err()
 }
 
+// nameWorkerCount is how many jobs of a name one worker completed.
+type nameWorkerCount struct {
+	name, workerID string
+	count          int64
+}
+
+// completedByWorker counts the completed jobs (the setup's left out) by
+// name and worker.
+func (p *pg) completedByWorker(ctx context.Context) ([]nameWorkerCount, error) {
+	rows, err := p.pool.Query(ctx, `SELECT name, coalesce(worker_id, ''), count(*) FROM jobs
+		WHERE status = 'completed' AND id > $1 GROUP BY 1, 2`, p.setup.lastID)
+	if err != nil {
+		return nil, fmt.Errorf("count completed jobs by worker: %w", err)
+	}
+	defer rows.Close()
+	var out []nameWorkerCount
+	for rows.Next() {
+		var n nameWorkerCount
+		if err := rows.Scan(&n.name, &n.workerID, &n.count); err != nil {
+			return nil, fmt.Errorf("count completed jobs by worker: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// statusCounts counts every job by status.
+func (p *pg) statusCounts(ctx context.Context) (map[string]int64, error) {
+	return p.statusCountsUpTo(ctx, math.MaxInt64)
+}
+
 // span is what PostgreSQL recorded about a set of completed jobs.
 type span struct {
 	completed     int64
@@ -165,12 +202,12 @@ type span struct {
 	lastFinished  time.Time
 }
 
-// completedSpan summarises every completed job.
+// completedSpan summarises every completed job but the setup's.
 func (p *pg) completedSpan(ctx context.Context) (span, error) {
 	var s span
 	var fs, ff, lf *time.Time
 	err := p.pool.QueryRow(ctx, `SELECT count(*), min(started_at), min(finished_at), max(finished_at)
-		FROM jobs WHERE status = 'completed'`).Scan(&s.completed, &fs, &ff, &lf)
+		FROM jobs WHERE status = 'completed' AND id > $1`, p.setup.lastID).Scan(&s.completed, &fs, &ff, &lf)
 	if err != nil {
 		return s, fmt.Errorf("read completed span: %w", err)
 	}

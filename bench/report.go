@@ -35,10 +35,18 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if len(st.ServiceEnv) > 0 || st.SubmitterDBParams != "" {
 		p("EXPERIMENT\tservices run with %s %s (not their defaults)", strings.Join(st.ServiceEnv, " "), st.SubmitterDBParams)
 	}
+	if shape := st.shape(); shape != "" {
+		p("SHAPE\t%s (not the standard noop run)", shape)
+	}
 	if st.Profiled {
 		p("PROFILED\tthe sustained window's figures include the cost of CPU profiling every process")
 	}
 
+	if l := r.Limits; l != nil {
+		p("")
+		p("LIMIT KEYS: %s keys, each with a limit of 1 start a day, one job completed and one left waiting", num(float64(l.Keys)))
+		p("  set up in\t%.1f s\t%s of their jobs still waiting at the end (left out of every count below)", l.Seconds, num(float64(l.WaitingEnd)))
+	}
 	if d := r.Drain; d != nil {
 		p("")
 		p("DRAIN: %s noop jobs submitted with no worker running, then drained", num(float64(d.Jobs)))
@@ -99,6 +107,19 @@ func (r *Report) WriteTable(out io.Writer) error {
 		p("  attempts, killed worker's jobs\t%s", fmtIntMap(rc.AttemptsKilled))
 		p("  attempts, all jobs\t%s\tfinal status %s\t(all finished %.1f s after the kill)", fmtIntMap(rc.AttemptsAll), fmtMap(rc.FinalStatus), rc.FinishedSeconds)
 	}
+	if len(r.Groups) > 0 {
+		p("")
+		lo, hi, others, unserved := r.Groups[0].Completed, r.Groups[0].Completed, int64(0), 0
+		for _, g := range r.Groups {
+			lo, hi, others = min(lo, g.Completed), max(hi, g.Completed), others+g.ByOthers
+			if g.Completed == 0 {
+				unserved++
+			}
+		}
+		p("GROUPS: %d groups of workers, each handling only its own job name; completed jobs by group (JSON: groups)", len(r.Groups))
+		p("  completed per group\tmin %s\tmax %s\t%d groups with none\t%s completed by a worker outside their group",
+			num(float64(lo)), num(float64(hi)), unserved, num(float64(others)))
+	}
 	if len(r.Targets) > 0 {
 		p("")
 		p("TARGETS (from the performance issue)")
@@ -116,6 +137,25 @@ func (r *Report) WriteTable(out io.Writer) error {
 		p("STOPPED EARLY: %s", firstLine(r.Error))
 	}
 	return w.Flush()
+}
+
+// shape describes the experiment flags of a run, "" for none.
+func (st Settings) shape() string {
+	var parts []string
+	if st.PayloadBytes > 0 {
+		s := fmt.Sprintf("drain and sustained jobs carry a %s-byte payload, %d to a batch", num(float64(st.PayloadBytes)), st.BatchSize)
+		if len(st.SubmitterEnv) > 0 {
+			s += ", submitter with " + strings.Join(st.SubmitterEnv, " ")
+		}
+		parts = append(parts, s)
+	}
+	if st.JobGroups > 0 {
+		parts = append(parts, fmt.Sprintf("a mixed fleet: %d groups of workers, each handling only its job name noop_g<g>, jobs spread evenly over the names", st.JobGroups))
+	}
+	if st.LimitKeys > 0 {
+		parts = append(parts, fmt.Sprintf("%s concurrency-limit keys with a limited job waiting", num(float64(st.LimitKeys))))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func writeUsage(out io.Writer, title string, u Usage, cpus int) {

@@ -46,10 +46,26 @@ func headline(r *Report) []figure {
 			add(ScenarioDrain, "coordinator peak RSS (MB)", rss)
 		}
 	}
+	// With payloads the memory of every process is a headline figure.
+	peaks := func(scenario string, u Usage) {
+		if r.Settings.PayloadBytes == 0 {
+			return
+		}
+		for _, p := range u.Procs {
+			if p.PeakRSSMB == 0 || scenario == ScenarioDrain && p.Name == "coordinator" { // the drain's is one already
+				continue
+			}
+			add(scenario, p.Name+" peak RSS (MB)", p.PeakRSSMB)
+		}
+	}
+	if d := r.Drain; d != nil && d.Rate > 0 {
+		peaks(ScenarioDrain, d.Resources)
+	}
 	if s := r.Sustained; s != nil {
 		add(ScenarioSustained, "completed rate (jobs/s)", s.CompletedRate)
 		add(ScenarioSustained, "submitted rate (jobs/s)", s.SubmitRate)
 		add(ScenarioSustained, "backlog at window end (jobs)", float64(s.BacklogEnd))
+		peaks(ScenarioSustained, s.Resources)
 	}
 	for _, l := range r.Latency {
 		add(ScenarioLatency, fmt.Sprintf("p50 submit->start at %s (ms)", l.Label), l.SubmitToStart.P50)

@@ -12,7 +12,7 @@ import (
 )
 
 // SustainedResult is the sustained scenario: SubmitClients clients post
-// noop batches while the workers run, each as soon as the previous one is
+// noop batches (jobShape) while the workers run, each as soon as the previous one is
 // answered and fewer than SustainedBacklog jobs are unfinished (or paced to
 // SustainedRate); the window opens after a warm-up.
 type SustainedResult struct {
@@ -59,7 +59,8 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 	}
 	res := &SustainedResult{WarmupSeconds: cfg.SustainedWarmup.Seconds(), OfferedRate: cfg.SustainedRate,
 		BacklogBound: max(cfg.SustainedBacklog, 0)}
-	body := batchBody(noopJob, cfg.BatchSize)
+	bodies := newBatches(newJobShape(cfg), cfg.BatchSize)
+	var batchSeq atomic.Int64
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var submitted, errs, refused, offered atomic.Int64
@@ -91,7 +92,7 @@ func runSustained(ctx context.Context, c *cluster) (*SustainedResult, error) {
 					_ = retry.Sleep(loadCtx, 10*time.Millisecond)
 				}
 				sending.Add(int64(cfg.BatchSize))
-				ids, err := c.client.submitBatch(loadCtx, body)
+				ids, err := c.client.submitBatch(loadCtx, bodies.body(batchSeq.Add(1)-1, cfg.BatchSize))
 				sending.Add(-int64(cfg.BatchSize))
 				if err != nil {
 					if errors.Is(err, errBacklogFull) {

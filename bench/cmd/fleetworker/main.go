@@ -9,6 +9,12 @@
 // the workers of the process, series by series (the bench's sustained
 // scenario counts completions by them).
 //
+// FLEET_JOB_NAMES, when set, replaces the built-in handlers with the
+// built-in noop handler under the names it lists, comma-separated: one
+// name for every worker, or one per worker (FLEET_SIZE of them), worker i
+// handling only the i-th. The bench's mixed fleets (bench -job-groups)
+// use it.
+//
 // Its other settings are the worker binary's: REDIS_URL, REDIS_PREFIX,
 // WORKER_CONCURRENCY, WORKER_PREFETCH, HEARTBEAT_INTERVAL, LOG_LEVEL, and
 // WORKER_ADDR, where it answers GET /healthz once every worker is made.
@@ -48,6 +54,7 @@ func run() error {
 	id := e.String("WORKER_ID", "fleet")
 	addr := e.String("WORKER_ADDR", "")
 	pprofAddr := e.String("PPROF_ADDR", "")
+	jobNames := e.String("FLEET_JOB_NAMES", "")
 	cfg := worker.Config{
 		RedisURL:          e.String("REDIS_URL", envconf.DefaultRedisURL),
 		RedisPrefix:       e.String("REDIS_PREFIX", ""),
@@ -62,6 +69,15 @@ func run() error {
 	if size < 1 {
 		return fmt.Errorf("FLEET_SIZE %d: want at least 1", size)
 	}
+	var names []string
+	if jobNames != "" {
+		names = strings.Split(jobNames, ",")
+		if len(names) != 1 && len(names) != size {
+			return fmt.Errorf("FLEET_JOB_NAMES: %d names, want 1 or FLEET_SIZE (%d)", len(names), size)
+		}
+	}
+	builtins := handlers{}
+	builtin.Register(builtins, builtin.Config{}.WithDefaults())
 	log, err := envconf.NewLogger(os.Getenv("LOG_LEVEL"))
 	if err != nil {
 		return err
@@ -82,7 +98,13 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("worker %s: %w", c.ID, err)
 		}
-		builtin.Register(w, builtin.Config{}.WithDefaults())
+		if names == nil {
+			for name, h := range builtins {
+				w.Handle(name, h)
+			}
+		} else {
+			w.Handle(names[i%len(names)], builtins[builtin.NameNoop])
+		}
 		workers[i] = w
 	}
 	if addr != "" {
@@ -105,6 +127,11 @@ func run() error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// handlers collects the built-in handlers by name.
+type handlers map[string]worker.HandlerFunc
+
+func (h handlers) Handle(name string, f worker.HandlerFunc) { h[name] = f }
 
 // writeSummed writes each counter series of the workers' metrics (the
 // lines of the _total families) summed over the workers.
