@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/dtsched/dts/internal/wire"
@@ -48,5 +49,19 @@ func TestShareSplitterNoWeight(t *testing.T) {
 	names, shares := sp.split([]wire.QueueWeight{{Name: "a", Weight: 0}, {Name: "b", Weight: 3}}, map[string]bool{"b": true}, 5)
 	if !slices.Equal(names, []string{"a"}) || !slices.Equal(shares, []int32{0}) {
 		t.Fatalf("split = %v %v", names, shares)
+	}
+}
+
+// BenchmarkShareSplit1000 splits a dispatch round's 500 slots over 1,000
+// weighted queues, as for workers whose WORKER_QUEUES lists them all.
+func BenchmarkShareSplit1000(b *testing.B) {
+	qs := make([]wire.QueueWeight, 1000)
+	for i := range qs {
+		qs[i] = wire.QueueWeight{Name: "q" + strconv.Itoa(i), Weight: 1 + i%10}
+	}
+	var sp shareSplitter
+	b.ReportAllocs()
+	for b.Loop() {
+		sp.split(qs, nil, 500)
 	}
 }
