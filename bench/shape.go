@@ -55,37 +55,56 @@ func groupNames(groups int) []string {
 
 // job is the JSON of job i.
 func (s jobShape) job(i int64) string {
-	name := s.names[i%int64(len(s.names))]
+	var b bytes.Buffer
+	s.writeJob(&b, i)
+	return b.String()
+}
+
+func (s jobShape) writeJob(b *bytes.Buffer, i int64) {
+	b.WriteString(`{"name":"`)
+	b.WriteString(s.names[i%int64(len(s.names))])
 	if s.payload == "" {
-		return `{"name":"` + name + `"}`
+		b.WriteString(`"}`)
+		return
 	}
-	return `{"name":"` + name + `","payload":` + s.payload + `}`
+	b.WriteString(`","payload":`)
+	b.WriteString(s.payload)
+	b.WriteByte('}')
 }
 
 // body is the JSON array of jobs start … start+n-1.
 func (s jobShape) body(start int64, n int) []byte {
 	var b bytes.Buffer
-	b.Grow(n * (len(s.job(start)) + 2))
+	b.Grow(n * (s.longestJob() + 1))
 	b.WriteByte('[')
 	for i := range int64(n) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(s.job(start + i))
+		s.writeJob(&b, start+i)
 	}
 	b.WriteByte(']')
 	return b.Bytes()
 }
 
+// longestJob is the length of the longest job's JSON.
+func (s jobShape) longestJob() int {
+	longest := 0
+	for _, name := range s.names {
+		longest = max(longest, len(name))
+	}
+	n := len(`{"name":""}`) + longest
+	if s.payload != "" {
+		n += len(`,"payload":`) + len(s.payload)
+	}
+	return n
+}
+
 // fitBatch is the most jobs of the shape a body within maxBatchBody holds
 // (0 if not even one fits), at most want.
 func (s jobShape) fitBatch(want int) int {
-	longest := 0
-	for i := range int64(len(s.names)) {
-		longest = max(longest, len(s.job(i)))
-	}
 	// '[' + n jobs + n-1 commas + ']'
-	return min(want, (maxBatchBody-1)/(longest+1))
+	return min(want, (maxBatchBody-1)/(s.longestJob()+1))
 }
 
 // batches hands out the bodies of consecutive batches of a shape: batch k

@@ -82,3 +82,31 @@ func TestMedianAndMeets(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizePayloadMemory: with payloads every process's peak RSS is a
+// headline figure; without, only the coordinator's drain figure is.
+func TestSummarizePayloadMemory(t *testing.T) {
+	use := Usage{Procs: []ResourceUse{{Name: "submitter", PeakRSSMB: 700}, {Name: "coordinator", PeakRSSMB: 200},
+		{Name: "postgres", Processes: 12}}}
+	rep := func(payload int) *Report {
+		return &Report{Settings: Settings{PayloadBytes: payload},
+			Drain: &DrainResult{Rate: 10, Resources: use}, Sustained: &SustainedResult{CompletedRate: 10, Resources: use}}
+	}
+	metrics := func(s Summary) []string {
+		var out []string
+		for _, f := range s.Figures {
+			if strings.Contains(f.Metric, "RSS") {
+				out = append(out, f.Scenario+" "+f.Metric)
+			}
+		}
+		return out
+	}
+	want := []string{"drain coordinator peak RSS (MB)", "drain submitter peak RSS (MB)",
+		"sustained submitter peak RSS (MB)", "sustained coordinator peak RSS (MB)"}
+	if got := metrics(Summarize([]*Report{rep(1 << 20)})); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("with payloads, memory figures %q, want %q", got, want)
+	}
+	if got := metrics(Summarize([]*Report{rep(0)})); len(got) != 1 {
+		t.Errorf("without payloads, memory figures %q, want the coordinator's drain figure only", got)
+	}
+}
