@@ -350,6 +350,16 @@ func TestQuickShapes(t *testing.T) {
 			sizes, latencyJobs, int64(cfg.DrainJobs)+rep.Sustained.Submitted)
 	}
 
+	// Stored at full size: a payload PostgreSQL compresses would cost it
+	// less than a real one.
+	var stored int64
+	if err := conn.QueryRow(ctx, `SELECT min(pg_column_size(payload)) FROM jobs WHERE jsonb_typeof(payload) = 'string'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored < 2048 {
+		t.Errorf("a 2048-byte payload takes %d bytes in PostgreSQL: it compresses", stored)
+	}
+
 	// Groups: worker-<seq>-0 is the only worker of fleet k's process seq
 	// = 3k + g + 1, so it is in group g = (seq-1) mod 3.
 	byWorker := query(`SELECT name || ' ' || worker_id, count(*) FROM jobs WHERE status = 'completed' AND limit_key IS NULL GROUP BY 1`)

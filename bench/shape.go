@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,9 +35,23 @@ type jobShape struct {
 func newJobShape(cfg Config) jobShape {
 	s := jobShape{names: groupNames(cfg.JobGroups)}
 	if cfg.PayloadBytes > 0 {
-		s.payload = `"` + strings.Repeat("x", cfg.PayloadBytes-2) + `"`
+		s.payload = `"` + incompressible(cfg.PayloadBytes-2) + `"`
 	}
 	return s
+}
+
+// incompressible is n pseudo-random characters of the base64 alphabet, the
+// same on every run: PostgreSQL compresses a large jsonb value (TOAST), and
+// a run of one letter would cost it next to nothing to store. It holds no
+// '_', so no "invalid_job", which the noop handler fails.
+func incompressible(n int) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	r := rand.New(rand.NewPCG(27, 27))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	return string(b)
 }
 
 // groupNames are the job names of a fleet of groups groups: noop for a
