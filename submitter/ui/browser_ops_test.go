@@ -108,6 +108,7 @@ func (s *site) count(sql string, args ...any) int {
 // and read only sees no controls.
 func TestBrowserOps(t *testing.T) {
 	const dead = 50_000
+	skipBrowserInShort(t)
 	t.Parallel()
 	s := newSite(t)
 	startFleet(t, s, "w-keep", "w-drain")

@@ -28,6 +28,7 @@ func oneLine(sel string) string {
 // dead jobs listed, identifiers not broken mid-word, the phone layout at
 // 375 px, and axe in the light and the dark theme.
 func TestBrowserPolish(t *testing.T) {
+	skipBrowserInShort(t)
 	t.Parallel()
 	s := newSite(t)
 	var run, idle, done, sched wire.SubmitResponse

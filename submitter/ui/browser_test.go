@@ -227,11 +227,19 @@ type browser struct {
 	urls     []string
 }
 
-func newBrowser(t *testing.T) *browser {
+// skipBrowserInShort skips a test that drives Chromium in -short mode.
+// A browser test calls it first, before the site, fleet and rows it sets
+// up for the browser: make test runs it, make test-short does not.
+func skipBrowserInShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("drives Chromium: make test runs it, make test-short does not")
 	}
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	skipBrowserInShort(t)
 	if _, err := exec.LookPath(chromium); err != nil {
 		t.Fatalf("%s is missing: run `bash deploy/local/prereqs.sh test` (as root) to install chromium", chromium)
 	}
@@ -390,6 +398,7 @@ func text(t *testing.T, b *browser, sel string) string {
 // TestBrowser drives the console in Chromium through a proxy prefix, as a
 // read-only user and as an admin, with JavaScript on and off.
 func TestBrowser(t *testing.T) {
+	skipBrowserInShort(t)
 	t.Parallel()
 	s := newSite(t)
 	s.seed()

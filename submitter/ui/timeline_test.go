@@ -25,6 +25,7 @@ import (
 // afterwards with the first lease's token is rejected and shows on the
 // timeline as a stale result of that lease. axe-core checks the page.
 func TestJobTimelineFleet(t *testing.T) {
+	skipBrowserInShort(t)
 	t.Parallel()
 	s := newSite(t)
 	// network_task GETs this; it fails until the first attempt has.
