@@ -125,6 +125,11 @@ func TestLiveFanout(t *testing.T) {
 func TestLiveStream(t *testing.T) {
 	t.Parallel()
 	c, f := newConsole(t, false)
+	// The refresher's clock runs ahead on demand, so that the rollup,
+	// read every rollupEvery, is due at the next read; set before the
+	// first read starts the refresher's loop.
+	var ahead atomic.Int64
+	c.snap.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	t.Cleanup(c.Close)
@@ -142,8 +147,9 @@ func TestLiveStream(t *testing.T) {
 	f.rollup = []RollupRow{{Minute: time.Now().Truncate(time.Minute).Add(-time.Minute), Completed: 3}}
 	f.mu.Unlock()
 	f.pending.Add(2)
+	ahead.Add(int64(rollupEvery))
 	for name, s := range map[string]<-chan string{"page": fromPage, "reconnect": fromID} {
-		got := batch(t, s, 20*time.Second) // the rollup is read every 15 s
+		got := batch(t, s, 20*time.Second)
 		for len(got) < 3 {
 			got = append(got, batch(t, s, 20*time.Second)...)
 		}
