@@ -137,13 +137,28 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 // cannot be encoded it answers 500 internal instead.
 func WriteJSON(w http.ResponseWriter, status int, v any) { probe.WriteJSON(w, status, v) }
 
+// maxBodyPrealloc bounds the buffer ReadBody sizes from Content-Length, so
+// that a route without LimitBody cannot be made to allocate what a client
+// only announces.
+const maxBodyPrealloc = 32 << 20
+
 // ReadBody reads the whole request body. Put LimitBody in front of the
 // route: a body over the limit gives a 413 body_too_large error.
 func ReadBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
 	}
-	b, err := io.ReadAll(r.Body)
+	var b []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= maxBodyPrealloc {
+		// Read into a buffer of the announced size (LimitBody refused a
+		// larger one) instead of one grown by doubling, which copied a
+		// large batch several times over.
+		b = make([]byte, n)
+		_, err = io.ReadFull(r.Body, b)
+	} else {
+		b, err = io.ReadAll(r.Body)
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

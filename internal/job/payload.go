@@ -21,7 +21,8 @@ const (
 	maxNumericFracDigits = 16383
 )
 
-// NormalizeJSON returns a JSON value compacted (absent means null), or
+// NormalizeJSON returns a JSON value compacted (absent means null; raw
+// itself when it is compact already), or
 // why it is refused. Submitted payloads and handlers' results pass the same
 // rules, so that whatever is accepted is storable. Beyond being valid JSON,
 // a value must be storable as PostgreSQL jsonb (no \u0000, no unpaired UTF-16 surrogate, valid UTF-8,
@@ -35,12 +36,22 @@ func NormalizeJSON(raw json.RawMessage, maxPayload int) (json.RawMessage, error)
 	if !utf8.Valid(raw) {
 		return nil, errors.New("must be valid UTF-8")
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(raw))
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, errors.New("must be valid JSON")
+	// Without a space, tab or line break anywhere the value is compact
+	// already: it is checked but not copied (a string can hold no raw tab
+	// or line break, and one with a space takes the copying way).
+	out := []byte(raw)
+	if bytes.IndexAny(raw, " \t\r\n") < 0 {
+		if !json.Valid(raw) {
+			return nil, errors.New("must be valid JSON")
+		}
+	} else {
+		var buf bytes.Buffer
+		buf.Grow(len(raw))
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, errors.New("must be valid JSON")
+		}
+		out = buf.Bytes()
 	}
-	out := buf.Bytes()
 	size, err := scanPayload(out)
 	if err != nil {
 		return nil, err
