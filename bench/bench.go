@@ -32,6 +32,9 @@ type Report struct {
 	// scenarios' completed jobs by group of a mixed fleet (JobGroups).
 	Limits *LimitSetup   `json:"limit_setup,omitempty"`
 	Groups []GroupResult `json:"groups,omitempty"`
+	// Link is the distance a LinkLatency run put between the services and
+	// the stores, as measured through the proxies.
+	Link *LinkResult `json:"link,omitempty"`
 
 	// Targets compares the figures with the goals of the performance issue.
 	Targets []Target `json:"targets"`
@@ -99,6 +102,9 @@ type Settings struct {
 	JobGroups    int      `json:"job_groups,omitempty"`
 	LimitKeys    int      `json:"limit_keys,omitempty"`
 	SubmitterEnv []string `json:"submitter_env,omitempty"`
+	// LinkLatencyMS is the latency each way between every service or
+	// worker and the stores (Config.LinkLatency); 0 in a standard run.
+	LinkLatencyMS float64 `json:"link_latency_ms,omitempty"`
 }
 
 // Target is one goal of the performance issue next to what was measured.
@@ -125,6 +131,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 		ServiceDefaults: "heartbeat 1s x 3 misses, lease 10s, claim batch 1000, poll 250ms, LOG_LEVEL=" + cfg.LogLevel,
 		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams, Profiled: cfg.ProfileDir != "",
 		PayloadBytes: cfg.PayloadBytes, JobGroups: cfg.JobGroups, LimitKeys: cfg.LimitKeys,
+		LinkLatencyMS: float64(cfg.LinkLatency.Milliseconds()),
 	}}
 	if cfg.PayloadBytes > defaultMaxPayload {
 		rep.Settings.SubmitterEnv = []string{submitterPayloadEnv(cfg.PayloadBytes)}
@@ -146,6 +153,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 		log.Warn("could not describe Redis", "err", err)
 	}
 	c.redisPID = rep.Redis.PID
+	if c.link != nil {
+		lr, err := c.link.roundTrips(ctx)
+		if err != nil {
+			rep.Error = err.Error()
+			return rep, err
+		}
+		rep.Link = &lr
+	}
 	err = runScenarios(ctx, c, rep)
 	if e := shapeResults(ctx, c, rep); e != nil && err == nil {
 		err = e

@@ -445,3 +445,64 @@ func TestJobShape(t *testing.T) {
 		t.Errorf("the standard shape's batch is %s", got)
 	}
 }
+
+// TestQuickLinkLatency runs drain and latency with 1 ms between the
+// components (LinkLatency): the jobs complete, a round trip to either store
+// through its proxy takes at least the two crossings, and the coordinator's
+// own claim statement and Redis delivery pay them too (a coordinator that
+// bypassed the proxies would measure a fraction of a millisecond).
+func TestQuickLinkLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the services and runs a cluster")
+	}
+	t.Parallel()
+	cfg := Quick(Config{
+		DatabaseURL:      pgtest.NewDatabase(t),
+		ExistingDatabase: true,
+		RedisURL:         redistest.URL(),
+		RedisPrefix:      redistest.Prefix(t),
+		BinDir:           builtBinaries(t),
+		Scenarios:        []string{ScenarioDrain, ScenarioLatency},
+		LinkLatency:      time.Millisecond,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+
+	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
+		t.Fatalf("drain: %+v, want the %d jobs completed", d, cfg.DrainJobs)
+	}
+	if len(rep.Latency) != 1 || rep.Latency[0].SubmitToStart.N == 0 {
+		t.Fatalf("latency: %+v, want one run whose jobs started", rep.Latency)
+	}
+	l := rep.Link
+	if l == nil {
+		t.Fatal("no link in the report")
+	}
+	if l.LatencyMS != 1 || rep.Settings.LinkLatencyMS != 1 {
+		t.Errorf("link %+v, settings %+v: want 1 ms", l, rep.Settings)
+	}
+	if l.PostgresRoundTripMS < 2 || l.RedisRoundTripMS < 2 {
+		t.Errorf("round trips through the proxies: PostgreSQL %.2f ms, Redis %.2f ms; want at least 2 ms each (1 ms each way)",
+			l.PostgresRoundTripMS, l.RedisRoundTripMS)
+	}
+	// The coordinator times its claim statement and its delivery to Redis:
+	// each is at least a round trip over the link.
+	if lr := rep.Latency[0]; lr.MetricsClaimMs < 2 || lr.MetricsDeliverMs < 2 {
+		t.Errorf("coordinator's mean claim %.2f ms, delivery %.2f ms; want at least 2 ms each: it bypassed the proxies",
+			lr.MetricsClaimMs, lr.MetricsDeliverMs)
+	}
+	for _, want := range []string{"SHAPE", "toxiproxy, 1 ms latency each way", "LINK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+}

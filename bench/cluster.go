@@ -36,6 +36,7 @@ type cluster struct {
 	baseEnv  []string
 	services []*proc // submitter, coordinator
 	redisPID int     // the Redis server's pid when it runs here, else 0
+	link     *link   // the proxies of a LinkLatency run, else nil
 
 	mu      sync.Mutex
 	workers []*proc
@@ -77,8 +78,18 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	if c.pg, err = openPG(ctx, c.dbURL); err != nil {
 		return nil, err
 	}
-	c.baseEnv = []string{"REDIS_URL=" + cfg.RedisURL, "REDIS_PREFIX=" + cfg.RedisPrefix, "LOG_LEVEL=" + cfg.LogLevel}
-	submitterDB := withParams(c.dbURL, cfg.SubmitterDBParams)
+	// The services and workers reach the stores at these; the bench's own
+	// reads use c.pg and cfg.RedisURL, direct.
+	svcDB, svcRedis := c.dbURL, cfg.RedisURL
+	if cfg.LinkLatency > 0 {
+		if c.link, err = startLink(ctx, c, c.dbURL, cfg.RedisURL); err != nil {
+			return nil, err
+		}
+		svcDB, svcRedis = c.link.dbURL, c.link.redisURL
+		log.Info("services reach PostgreSQL and Redis through toxiproxy", "latency_each_way", cfg.LinkLatency)
+	}
+	c.baseEnv = []string{"REDIS_URL=" + svcRedis, "REDIS_PREFIX=" + cfg.RedisPrefix, "LOG_LEVEL=" + cfg.LogLevel}
+	submitterDB := withParams(svcDB, cfg.SubmitterDBParams)
 	// The bench measures the scheduler, not the API's per-client rate
 	// limit, which would cap one client (the bench) at its default.
 	subEnv := []string{"DATABASE_URL=" + submitterDB, "RATE_LIMIT_RPS=-1"}
@@ -92,7 +103,7 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	if err := sub.waitHealthy(ctx, nil); err != nil {
 		return nil, err
 	}
-	coord, err := c.start("coordinator", "coordinator", "COORDINATOR_ADDR", "DATABASE_URL="+c.dbURL, "COORDINATOR_ID=bench-coordinator")
+	coord, err := c.start("coordinator", "coordinator", "COORDINATOR_ADDR", "DATABASE_URL="+svcDB, "COORDINATOR_ID=bench-coordinator")
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +292,9 @@ func (c *cluster) stopWorkers() {
 // removes the bench's Redis keys and work directory (unless Keep).
 func (c *cluster) close() {
 	c.procs.Kill()
+	if c.link != nil {
+		c.link.close()
+	}
 	if c.client != nil {
 		c.client.close()
 	}
@@ -349,6 +363,9 @@ func (c *cluster) newSampler() *sampler {
 	})
 	if c.redisPID > 0 {
 		s.add("redis", c.redisPID, false)
+	}
+	if c.link != nil && c.link.proc.Running() {
+		s.add("toxiproxy", c.link.proc.Pid(), false)
 	}
 	s.add("bench", os.Getpid(), false)
 	return s

@@ -76,6 +76,14 @@ type Config struct {
 	// also runs the limited claim in every round; the scenarios' jobs are
 	// unlimited, and their counts leave the keys' jobs out. Default 0.
 	LimitKeys int
+	// LinkLatency, when set, puts distance between the components: a
+	// toxiproxy server with one proxy in front of PostgreSQL and one in
+	// front of Redis, each with a latency toxic of this on both
+	// directions, and every service and worker reaches the stores only
+	// through them, so each round trip to a store pays it twice. The
+	// bench's own PostgreSQL reads go direct. Whole milliseconds (the
+	// toxic's unit). Default 0: no proxy, loopback.
+	LinkLatency time.Duration
 
 	// Scenarios to run, a subset of Scenarios. Default all.
 	Scenarios []string
@@ -255,6 +263,8 @@ func (c Config) validate() error {
 		return errors.New("JobGroups: the recovery scenario's sleep jobs need workers with the built-in handlers; leave it out")
 	case c.LimitKeys < 0:
 		return fmt.Errorf("LimitKeys: %d, want 0 or more", c.LimitKeys)
+	case c.LinkLatency < 0 || c.LinkLatency%time.Millisecond != 0:
+		return fmt.Errorf("LinkLatency: %v, want 0 (loopback) or whole milliseconds", c.LinkLatency)
 	}
 	for _, r := range c.LatencyRates {
 		if r <= 0 {

@@ -42,6 +42,11 @@ func (r *Report) WriteTable(out io.Writer) error {
 		p("PROFILED\tthe sustained window's figures include the cost of CPU profiling every process")
 	}
 
+	if l := r.Link; l != nil {
+		p("")
+		p("LINK: toxiproxy between the services and the stores, %g ms each way (the bench's own PostgreSQL reads go direct)", l.LatencyMS)
+		p("  round trip through the proxy\tPostgreSQL %.2f ms\tRedis %.2f ms", l.PostgresRoundTripMS, l.RedisRoundTripMS)
+	}
 	if l := r.Limits; l != nil {
 		p("")
 		p("LIMIT KEYS: %s keys, each with a limit of 1 start a day, one job completed and one left waiting", num(float64(l.Keys)))
@@ -154,6 +159,9 @@ func (st Settings) shape() string {
 	}
 	if st.LimitKeys > 0 {
 		parts = append(parts, fmt.Sprintf("%s concurrency-limit keys with a limited job waiting", num(float64(st.LimitKeys))))
+	}
+	if st.LinkLatencyMS > 0 {
+		parts = append(parts, fmt.Sprintf("every service and worker reaches PostgreSQL and Redis through toxiproxy, %g ms latency each way", st.LinkLatencyMS))
 	}
 	return strings.Join(parts, "; ")
 }

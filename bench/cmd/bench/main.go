@@ -81,6 +81,7 @@ func run() error {
 	flag.IntVar(&cfg.PayloadBytes, "payload-bytes", 0, "drain and sustained jobs carry a JSON string payload of `N` bytes, quotes included (batches shrink to fit the 16 MiB batch body limit; experiments only)")
 	flag.IntVar(&cfg.JobGroups, "job-groups", 0, "a mixed fleet of `G` groups: group g's workers handle only noop_g<g>, the jobs spread over the names (experiments only)")
 	flag.IntVar(&cfg.LimitKeys, "limit-keys", 0, "before the scenarios, `K` concurrency-limit keys each get a limited job left waiting (experiments only)")
+	flag.DurationVar(&cfg.LinkLatency, "link-latency", 0, "put toxiproxy between every service and worker and PostgreSQL and Redis, with this `latency` (whole ms) each way, as between hosts (experiments only)")
 	flag.StringVar(&cfg.SubmitterDBParams, "submitter-db-params", "", "extra query parameters of the submitter's DATABASE_URL, e.g. pool_max_conns=32 (experiments only)")
 	flag.Parse()
 	if flag.NArg() > 0 {
