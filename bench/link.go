@@ -66,7 +66,7 @@ type toxiProxy struct {
 // startLink starts a toxiproxy server in the cluster's process group (it
 // dies with the bench) with proxies to the servers of dbURL and redisURL,
 // adds the latency toxics, and returns the URLs through the proxies.
-func startLink(ctx context.Context, c *cluster, dbURL, redisURL string) (*link, error) {
+func startLink(ctx context.Context, c *cluster, dbURL, redisURL string) (_ *link, err error) {
 	bin, err := toxiproxyBin(ctx, c)
 	if err != nil {
 		return nil, err
@@ -106,6 +106,11 @@ func startLink(ctx context.Context, c *cluster, dbURL, redisURL string) (*link, 
 	}
 	l := &link{proc: p, api: "http://" + addrs[0], http: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second},
 		latencyMS: c.cfg.LinkLatency.Milliseconds()}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
 	if err := l.waitProxies(ctx, len(proxies)); err != nil {
 		return nil, err
 	}
