@@ -83,6 +83,13 @@ type Config struct {
 	// answered 503 overloaded at once. Default DefaultMaxConcurrentRequests
 	// (512); negative: no cap.
 	MaxConcurrentRequests int
+	// MaxInflightBodyBytes bounds the bytes of the API request bodies in
+	// progress at once: a body that does not fit beside the others is
+	// answered 503 overloaded before it is read. It bounds the memory large
+	// batches take (a request holds a few copies of its body while it is
+	// decoded and inserted). Default DefaultMaxInflightBodyBytes (256 MiB);
+	// negative: no bound.
+	MaxInflightBodyBytes int64
 	// MaxBacklog bounds the due jobs waiting for a worker: while at least
 	// this many wait, submissions are answered 503 backlog_full with
 	// Retry-After, so that clients faster than the workers cannot take the
@@ -137,6 +144,7 @@ const (
 	DefaultRateLimitRPS          = 1000
 	DefaultRateLimitBurst        = 2000
 	DefaultMaxConcurrentRequests = 512
+	DefaultMaxInflightBodyBytes  = 256 << 20
 	DefaultMaxBacklog            = 0
 	DefaultRejectUnknownJobNames = false
 	DefaultUIBasePath            = "/ui"
@@ -180,6 +188,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxConcurrentRequests == 0 {
 		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if c.MaxInflightBodyBytes == 0 {
+		c.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
 	}
 	return c
 }

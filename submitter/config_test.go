@@ -21,7 +21,8 @@ func TestConfigDefaults(t *testing.T) {
 		WriteTimeout: submitter.DefaultWriteTimeout, IdleTimeout: submitter.DefaultIdleTimeout,
 		ShutdownTimeout: submitter.DefaultShutdownTimeout, RateLimitRPS: submitter.DefaultRateLimitRPS,
 		RateLimitBurst: submitter.DefaultRateLimitBurst, MaxConcurrentRequests: submitter.DefaultMaxConcurrentRequests,
-		MaxBacklog: submitter.DefaultMaxBacklog, BacklogCheckInterval: submitter.DefaultBacklogCheckInterval,
+		MaxInflightBodyBytes: submitter.DefaultMaxInflightBodyBytes,
+		MaxBacklog:           submitter.DefaultMaxBacklog, BacklogCheckInterval: submitter.DefaultBacklogCheckInterval,
 		UIBasePath: submitter.DefaultUIBasePath}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Config{}.WithDefaults() = %+v\nwant %+v", c, want)

@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	s.app.OnChange(s.console.Changed)
 	s.handler = s.routes(httpx.NewMetrics(reg), api.New(s.app, api.Config{MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxBatchBodyBytes: cfg.MaxBatchBodyBytes, MaxPayloadBytes: cfg.MaxPayloadBytes, MaxConcurrentRequests: cfg.MaxConcurrentRequests,
-		Authn: s.authn, Failures: s.failures, Limiter: s.limiter}))
+		MaxInflightBodyBytes: cfg.MaxInflightBodyBytes, Authn: s.authn, Failures: s.failures, Limiter: s.limiter}))
 	return s, nil
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	MaxBatchBodyBytes     int64 // the body of POST /submit_jobs
 	MaxPayloadBytes       int   // one job's payload
 	MaxConcurrentRequests int   // requests served at once
+	// MaxInflightBodyBytes bounds the request body bytes in progress
+	// (httpx.BodyBudget); < 1: no bound.
+	MaxInflightBodyBytes int64
 	// Authn checks bearer tokens; nil: auth is off.
 	Authn httpx.Authenticator
 	// Failures limits failed authentications per client IP.

@@ -119,9 +119,10 @@ func (h *API) Register(r chi.Router) {
 		if h.cfg.Limiter != nil {
 			r.Use(httpx.RateLimit(h.cfg.Limiter))
 		}
+		budget := httpx.NewBodyBudget(h.cfg.MaxInflightBodyBytes) // shared by every route with a body
 		limits := map[bodyLimit]func(http.Handler) http.Handler{
-			bodyMax:  httpx.LimitBody(h.cfg.MaxBodyBytes),
-			batchMax: httpx.LimitBody(h.cfg.MaxBatchBodyBytes),
+			bodyMax:  budget.LimitBody(h.cfg.MaxBodyBytes),
+			batchMax: budget.LimitBody(h.cfg.MaxBatchBodyBytes),
 		}
 		for _, rt := range h.routes() {
 			mw := []func(http.Handler) http.Handler{httpx.RequireScope(rt.scope)}

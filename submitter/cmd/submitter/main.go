@@ -136,6 +136,8 @@ func parseConfig(args []string) (submitter.Config, error) {
 		"requests a caller may send at once above its rate (RATE_LIMIT_BURST)")
 	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", e.Int("MAX_CONCURRENT_REQUESTS", submitter.DefaultMaxConcurrentRequests),
 		"API requests in progress before 503 overloaded; negative: no cap (MAX_CONCURRENT_REQUESTS)")
+	inflightBody := fs.Int("max-inflight-body-bytes", e.Int("MAX_INFLIGHT_BODY_BYTES", submitter.DefaultMaxInflightBodyBytes),
+		"bytes of API request bodies in progress before 503 overloaded; negative: no bound (MAX_INFLIGHT_BODY_BYTES)")
 	fs.Int64Var(&cfg.MaxBacklog, "max-backlog", int64(e.Int("MAX_BACKLOG", submitter.DefaultMaxBacklog)),
 		"due jobs waiting for a worker before submissions get 503 backlog_full; 0: no bound (MAX_BACKLOG)")
 	fs.BoolVar(&cfg.RejectUnknownJobNames, "reject-unknown-job-names", e.Bool("REJECT_UNKNOWN_JOB_NAMES", submitter.DefaultRejectUnknownJobNames),
@@ -155,6 +157,7 @@ func parseConfig(args []string) (submitter.Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	cfg.MaxInflightBodyBytes = int64(*inflightBody)
 	var err error
 	if cfg.RedisSentinelAddrs, err = envconf.HostPorts("REDIS_SENTINEL_ADDRS", *sentinelAddrs); err != nil {
 		return cfg, err
