@@ -58,9 +58,8 @@ func startNode(t testing.TB, opt NodeOptions) (*Node, error) {
 	if opt.Netns != "" {
 		n.netns = filepath.Base(opt.Netns)
 	}
-	if err := n.command("initdb", "--no-sync", "-A", "trust", "-U", "postgres",
-		"-E", "UTF8", "--locale=C", "-D", n.data); err != nil {
-		return nil, err
+	if err := initCluster(n.bin, n.dir, n.data, n.cred); err != nil {
+		return nil, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	if opt.Trust != "" {
 		hba, err := os.OpenFile(filepath.Join(n.data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)

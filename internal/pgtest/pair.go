@@ -105,9 +105,8 @@ func startPair(t testing.TB, opt PairOptions) (*Pair, error) {
 		}
 	}
 
-	if err := p.Primary.command("initdb", "--no-sync", "-A", "trust", "-U", "postgres",
-		"-E", "UTF8", "--locale=C", "-D", p.Primary.data); err != nil {
-		return nil, err
+	if err := initCluster(p.Primary.bin, p.Primary.dir, p.Primary.data, p.Primary.cred); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Primary.Name, err)
 	}
 	if opt.PartitionablePrimary {
 		// initdb trusts loopback only; this side reaches the primary over

@@ -60,6 +60,10 @@
 // front of one test's database, for tests of what must work through a
 // pooler.
 //
+// Every cluster (the shared server, a Pair's primary, a Node) starts as a
+// copy of one initdb made once per set of binaries and kept in the
+// temporary directory (initdb.go): initdb itself takes seconds.
+//
 // The binaries are found with $PG_BINDIR, then `pg_config --bindir`, then the
 // newest /usr/lib/postgresql/*/bin, then $PATH.
 package pgtest
@@ -293,15 +297,8 @@ func start() (s *server, err error) {
 	}
 
 	dataDir := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "--no-sync", "-A", "trust", "-U", "postgres",
-		"-E", "UTF8", "--locale=C", "-D", dataDir)
-	initdb.Dir = dir
-	initdb.Env = childEnv()
-	// No Pdeathsig here: it fires when the forking OS thread exits, which Go
-	// does at will; initdb is short-lived and ends on its own.
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return s, fmt.Errorf("initdb (%s): %w\n%s", bin, err, out)
+	if err := initCluster(bin, dir, dataDir, cred); err != nil {
+		return s, err
 	}
 
 	// The port is free when chosen but may be taken before postgres binds
