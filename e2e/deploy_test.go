@@ -19,6 +19,7 @@ import (
 // queries is defined somewhere in the Go sources, so renaming a metric
 // breaks this test rather than a panel.
 func TestDeploy(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	deploy := filepath.Join(root, "deploy")
 
