@@ -19,9 +19,8 @@ import (
 // postgres, UTF-8 in the C locale.
 var initdbArgs = []string{"--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"}
 
-// initPrefix names the kept clusters in the temporary directory; it must
-// not start with dirPrefix, whose directories removeStale deletes.
-const initPrefix = "dts-pginit-"
+// initPrefix begins the names of the kept clusters (keptClusterDir).
+const initPrefix = "initdb-"
 
 // initCluster makes dataDir (which must not exist) a new database cluster
 // owned by cred, as `initdb initdbArgs -D dataDir` run as cred makes one.
@@ -30,20 +29,23 @@ const initPrefix = "dts-pginit-"
 // machine, and every test binary that uses PostgreSQL runs it at least
 // once (the failover tests once per primary). What it writes depends only
 // on the binaries, the options and the user, so the first run's cluster is
-// kept, never started, in a directory of the temporary directory named
-// after those, and later calls copy it (cp -a, a tenth of a second).
+// kept, never started, in the user's cache directory (as Go keeps its
+// build cache; a temporary directory may be cleaned file by file under
+// it) named after those, and later calls copy it (cp -a, a tenth of a
+// second).
 //
 // What must stay true: a kept cluster is complete before anyone can read
 // it (each caller copies into a directory of its own, then renames the
-// copy into place), and its name changes
-// with anything initdb's output depends on: the initdb binary (its path,
-// size and modification time, so an upgrade misses), the options and the
-// user. Without a usable temporary directory it runs initdb every time.
+// copy into place), and its name changes with anything initdb's output
+// depends on: the initdb binary (its path, size and modification time, so
+// an upgrade misses), the options and the user. A kept cluster without
+// its control file is replaced, never copied. Without a usable cache
+// directory it runs initdb every time.
 func initCluster(bin, workDir, dataDir string, cred *syscall.Credential) error {
 	kept, err := keptClusterDir(bin, cred)
 	if err != nil {
 		kept = ""
-	} else if _, err := os.Stat(filepath.Join(kept, "PG_VERSION")); err == nil {
+	} else if _, err := os.Stat(filepath.Join(kept, "global", "pg_control")); err == nil {
 		if err := exec.Command("cp", "-a", kept, dataDir).Run(); err == nil {
 			return nil
 		}
@@ -77,7 +79,15 @@ func keptClusterDir(bin string, cred *syscall.Credential) (string, error) {
 	} else {
 		fmt.Fprintf(h, "%d:%d\n", os.Geteuid(), os.Getegid())
 	}
-	return filepath.Join(tempBase(cred), initPrefix+hex.EncodeToString(h.Sum(nil))[:16]), nil
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "dts-pgtest")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, initPrefix+hex.EncodeToString(h.Sum(nil))[:16]), nil
 }
 
 // keepCluster copies the fresh, never started cluster in dataDir to kept,
@@ -86,6 +96,9 @@ func keptClusterDir(bin string, cred *syscall.Credential) (string, error) {
 func keepCluster(dataDir, kept string) {
 	base := filepath.Dir(kept)
 	removeStaleKept(base)
+	if _, err := os.Stat(filepath.Join(kept, "global", "pg_control")); err != nil {
+		_ = os.RemoveAll(kept) // damaged, or not there
+	}
 	// A directory of this call's own, named after this process so that
 	// removeStaleKept can tell when it is abandoned.
 	tmp, err := os.MkdirTemp(base, initPrefix+"tmp-"+strconv.Itoa(os.Getpid())+"-")

@@ -61,8 +61,8 @@
 // pooler.
 //
 // Every cluster (the shared server, a Pair's primary, a Node) starts as a
-// copy of one initdb made once per set of binaries and kept in the
-// temporary directory (initdb.go): initdb itself takes seconds.
+// copy of one initdb made once per set of binaries and kept in the user's
+// cache directory (initdb.go): initdb itself takes seconds.
 //
 // The binaries are found with $PG_BINDIR, then `pg_config --bindir`, then the
 // newest /usr/lib/postgresql/*/bin, then $PATH.
