@@ -128,6 +128,14 @@ type server struct {
 
 	adminMu sync.Mutex // serialises statements on admin
 	admin   *pgx.Conn  // connected to the "postgres" database
+
+	// strategy ends CREATE DATABASE: " STRATEGY FILE_COPY" on PostgreSQL
+	// 15 and later, whose default, WAL_LOG, copies the template through
+	// shared buffers into the WAL (8 MB a database); FILE_COPY copies its
+	// files at the cost of two checkpoints, cheap with fsync off, and was
+	// the only way before 15. Tests' CREATE and DROP DATABASE took 2-3
+	// times as long with WAL_LOG, serialised.
+	strategy string
 }
 
 // IgnoreAsyncCancel is the goleak option for the goroutine pgx starts to
@@ -227,7 +235,7 @@ func (s *server) adminExec(ctx context.Context, sql string) error {
 func (s *server) createDatabase(ctx context.Context, ident string) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		err = s.adminExec(ctx, "CREATE DATABASE "+ident+" TEMPLATE "+TemplateDatabase)
+		err = s.adminExec(ctx, "CREATE DATABASE "+ident+" TEMPLATE "+TemplateDatabase+s.strategy)
 		var pgErr *pgconn.PgError
 		// 55006 object_in_use: something is still connected to the template.
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
@@ -317,6 +325,10 @@ func start() (s *server, err error) {
 		}
 	}
 
+	version := s.admin.PgConn().ParameterStatus("server_version") // "15.18 (Debian ...)"
+	if major, err := strconv.Atoi(strings.SplitN(version, ".", 2)[0]); err == nil && major >= 15 {
+		s.strategy = " STRATEGY FILE_COPY"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if err := s.prepareTemplate(ctx); err != nil {
