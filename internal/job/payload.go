@@ -40,7 +40,7 @@ func NormalizeJSON(raw json.RawMessage, maxPayload int) (json.RawMessage, error)
 	// already: it is checked but not copied (a string can hold no raw tab
 	// or line break, and one with a space takes the copying way).
 	out := []byte(raw)
-	if bytes.IndexAny(raw, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
 		if !json.Valid(raw) {
 			return nil, errors.New("must be valid JSON")
 		}
