@@ -46,13 +46,8 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("builds the services and runs a cluster for about 30 s")
 	}
 	t.Parallel()
-	cfg := Quick(Config{
-		DatabaseURL:      pgtest.NewDatabase(t),
-		ExistingDatabase: true,
-		RedisURL:         redistest.URL(),
-		RedisPrefix:      redistest.Prefix(t),
-		BinDir:           builtBinaries(t),
-	})
+	cfg := testCluster(t, pgtest.NewDatabase(t))
+	cfg = Quick(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
@@ -152,6 +147,16 @@ var (
 	buildErr  error
 )
 
+// testCluster is what every quick run shares: db (a pgtest database the
+// bench uses as it is), the test Redis under the test's own prefix and the
+// services built once. A test sets its scenarios and sizes on it and
+// passes it through Quick.
+func testCluster(t *testing.T, db string) Config {
+	t.Helper()
+	return Config{DatabaseURL: db, ExistingDatabase: true, RedisURL: redistest.URL(),
+		RedisPrefix: redistest.Prefix(t), BinDir: builtBinaries(t)}
+}
+
 // builtBinaries builds the services and the fleetworker once for every
 // test of the binary; TestMain removes them.
 func builtBinaries(t *testing.T) string {
@@ -180,14 +185,9 @@ func TestQuickFleet(t *testing.T) {
 	}
 	t.Parallel()
 	db := pgtest.NewDatabase(t)
-	cfg := Quick(Config{
-		DatabaseURL:      db,
-		ExistingDatabase: true,
-		RedisURL:         redistest.URL(),
-		RedisPrefix:      redistest.Prefix(t),
-		BinDir:           builtBinaries(t),
-		Scenarios:        []string{ScenarioDrain, ScenarioSustained},
-	})
+	cfg := testCluster(t, db)
+	cfg.Scenarios = []string{ScenarioDrain, ScenarioSustained}
+	cfg = Quick(cfg)
 	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency = 6, 3, 8
 	cfg.DrainJobs = 600
 	cfg.ProfileDir = t.TempDir()
@@ -259,18 +259,13 @@ func TestQuickShapes(t *testing.T) {
 	}
 	t.Parallel()
 	db := pgtest.NewDatabase(t)
-	cfg := Quick(Config{
-		DatabaseURL:      db,
-		ExistingDatabase: true,
-		RedisURL:         redistest.URL(),
-		RedisPrefix:      redistest.Prefix(t),
-		BinDir:           builtBinaries(t),
-		Scenarios:        []string{ScenarioDrain, ScenarioSustained, ScenarioLatency},
-		NoHalfMax:        true,
-		PayloadBytes:     2048,
-		JobGroups:        3,
-		LimitKeys:        50,
-	})
+	cfg := testCluster(t, db)
+	cfg.Scenarios = []string{ScenarioDrain, ScenarioSustained, ScenarioLatency}
+	cfg.NoHalfMax = true
+	cfg.PayloadBytes = 2048
+	cfg.JobGroups = 3
+	cfg.LimitKeys = 50
+	cfg = Quick(cfg)
 	cfg.Workers = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -456,15 +451,10 @@ func TestQuickLinkLatency(t *testing.T) {
 		t.Skip("builds the services and runs a cluster")
 	}
 	t.Parallel()
-	cfg := Quick(Config{
-		DatabaseURL:      pgtest.NewDatabase(t),
-		ExistingDatabase: true,
-		RedisURL:         redistest.URL(),
-		RedisPrefix:      redistest.Prefix(t),
-		BinDir:           builtBinaries(t),
-		Scenarios:        []string{ScenarioDrain, ScenarioLatency},
-		LinkLatency:      time.Millisecond,
-	})
+	cfg := testCluster(t, pgtest.NewDatabase(t))
+	cfg.Scenarios = []string{ScenarioDrain, ScenarioLatency}
+	cfg.LinkLatency = time.Millisecond
+	cfg = Quick(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))

@@ -118,16 +118,7 @@ func (h *API) postJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, created, err := h.submitOne(w, r, p)
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	httpx.WriteJSON(w, status, resp)
-	return nil
+	return h.answerOne(w, r, p)
 }
 
 // translate moves scheduled_at to run_at and max_attempts to max_retries,

@@ -23,6 +23,12 @@ func (h *API) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return h.answerOne(w, r, p)
+}
+
+// answerOne submits one job (submitOne) and answers with it: 201 for a new
+// job, 200 for an earlier one an idempotency key matched.
+func (h *API) answerOne(w http.ResponseWriter, r *http.Request, p app.JobInsertParams) error {
 	resp, created, err := h.submitOne(w, r, p)
 	if err != nil {
 		return err
