@@ -21,6 +21,7 @@ const (
 	DefaultLeaseDuration      = 10 * time.Second
 	DefaultPollInterval       = 250 * time.Millisecond
 	DefaultClaimBatch         = 1000
+	DefaultClaimBytes         = 16 << 20
 	DefaultResultBatch        = 1000
 	DefaultElectionInterval   = time.Second
 	DefaultRetentionCompleted = 24 * time.Hour
@@ -83,6 +84,10 @@ type Config struct {
 	// ClaimBatch is the most jobs claimed in one statement. Default
 	// DefaultClaimBatch (1000).
 	ClaimBatch int
+	// ClaimBytes is about the most payload bytes one claim leases: a group
+	// is offered at most ClaimBytes divided by the bytes per job of its
+	// last claim (at least one slot). Default DefaultClaimBytes (16 MiB).
+	ClaimBytes int
 	// ResultBatch is the most results applied in one transaction. Default
 	// DefaultResultBatch (1000).
 	ResultBatch int
@@ -150,6 +155,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = DefaultClaimBatch
+	}
+	if c.ClaimBytes <= 0 {
+		c.ClaimBytes = DefaultClaimBytes
 	}
 	if c.ResultBatch <= 0 {
 		c.ResultBatch = DefaultResultBatch

@@ -18,7 +18,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{ID: c.ID,
 		HeartbeatInterval: DefaultHeartbeatInterval, HeartbeatMisses: DefaultHeartbeatMisses,
 		LeaseDuration: DefaultLeaseDuration, Backoff: job.DefaultBackoff, PollInterval: DefaultPollInterval,
-		ClaimBatch: DefaultClaimBatch, ResultBatch: DefaultResultBatch, ElectionInterval: DefaultElectionInterval,
+		ClaimBatch: DefaultClaimBatch, ClaimBytes: DefaultClaimBytes, ResultBatch: DefaultResultBatch, ElectionInterval: DefaultElectionInterval,
 		LeaderTTL:          DefaultLeaderTTLIntervals * DefaultElectionInterval,
 		RetentionCompleted: DefaultRetentionCompleted, RetentionFailed: DefaultRetentionFailed,
 		CleanupInterval: DefaultCleanupInterval, DeadMirrorInterval: DefaultDeadMirrorInterval,

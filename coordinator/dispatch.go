@@ -86,6 +86,9 @@ type dispatcher struct {
 	// (roundScope).
 	idle  map[string]bool
 	allAt time.Time
+	// jobBytes holds, by groupKey, the bytes per job of the group's last
+	// claim; it bounds the group's next one (claimSlots).
+	jobBytes map[string]int
 }
 
 // roundScope says which groups a round claims for: every group whose last
@@ -224,16 +227,17 @@ func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, er
 		if len(g.Slots) == 0 {
 			continue
 		}
-		n, filled, gerr := d.dispatchGroup(ctx, g)
+		key := groupKey(g)
+		n, filled, gerr := d.dispatchGroup(ctx, g, key)
 		total += n
 		more = more || filled
 		if gerr != nil && err == nil {
 			err = gerr
 		}
 		if gerr == nil && n == 0 {
-			d.idle[groupKey(g)] = true
+			d.idle[key] = true
 		} else {
-			delete(d.idle, groupKey(g))
+			delete(d.idle, key)
 		}
 		select {
 		case <-d.l.deposed:
@@ -414,13 +418,16 @@ func groupKey(g registry.SlotGroup) string {
 	return strings.Join(g.Types, "\x00") + "\x01" + wire.FormatQueueWeights(g.Queues)
 }
 
-// dispatchGroup claims jobs for one group of slots and delivers them; it
-// returns how many it claimed and whether that filled the slots.
-func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup) (int, bool, error) {
+// dispatchGroup claims jobs for one group of slots (named key) and
+// delivers them; it returns how many it claimed and whether that filled
+// the slots it offered.
+func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup, key string) (int, bool, error) {
+	g.Slots = d.claimSlots(key, g.Slots)
 	slots := g.Slots
 	t0 := time.Now()
 	claimed, err := d.claim(ctx, g)
 	t1 := time.Now()
+	d.noteJobBytes(key, claimed)
 	d.metrics.dispatchStep.WithLabelValues("claim").Observe(t1.Sub(t0).Seconds())
 	if err != nil {
 		d.storeError(ctx, storeOpClaim, err)
@@ -507,6 +514,42 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		d.metrics.dispatched.WithLabelValues(d.typeLabel(name)).Add(float64(count))
 	}
 	return n, filled, nil
+}
+
+// claimSlots bounds the slots a group's claim is offered so that it
+// leases about cfg.ClaimBytes of payloads at most, going by the bytes per
+// job of the group's last claim (noteJobBytes). Without the bound, large
+// payloads claimed CLAIM_BATCH at a time would move gigabytes per round
+// through PostgreSQL, the leader's memory and one Redis command, which
+// holds up every other client of Redis, heartbeats included, for as long
+// as it takes. A group whose jobs grew since its last claim may take
+// one claim of the larger ones before the bound catches up (at most
+// CLAIM_BATCH times MAX_PAYLOAD_BYTES); its first claim is small anyway
+// (minClaimSize).
+func (d *dispatcher) claimSlots(key string, slots []string) []string {
+	per := d.jobBytes[key]
+	if per <= 0 {
+		return slots
+	}
+	return slots[:min(len(slots), max(1, d.cfg.ClaimBytes/per))]
+}
+
+// claimOverhead is what a delivery carries besides its payload, roughly.
+const claimOverhead = 128
+
+// noteJobBytes records the bytes per job of a group's claim.
+func (d *dispatcher) noteJobBytes(key string, claimed []store.Claimed) {
+	if len(claimed) == 0 {
+		return
+	}
+	total := 0
+	for i := range claimed {
+		total += len(claimed[i].Payload) + claimOverhead
+	}
+	if d.jobBytes == nil || len(d.jobBytes) >= maxSplitters {
+		d.jobBytes = map[string]int{} // bounded as the splitters are
+	}
+	d.jobBytes[key] = total / len(claimed)
 }
 
 // minClaimSize is the fewest slots a dispatch round offers while jobs come

@@ -15,8 +15,12 @@ import (
 // cancels from the worker's Redis list, and what it does with each.
 
 func (w *Worker) receiveLoop(ctx context.Context) {
+	per := 0 // bytes per delivery of the last receive that got some
 	for ctx.Err() == nil {
-		in, err := w.q.Receive(ctx, w.cfg.ID, w.cfg.Concurrency+w.cfg.Prefetch, time.Second)
+		in, err := w.q.Receive(ctx, w.cfg.ID, receiveCount(w.cfg.Concurrency+w.cfg.Prefetch, per), time.Second)
+		if n := len(in.Deliveries) + in.Bad; n > 0 {
+			per = in.DeliveryBytes / n
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.metrics.countRedisError(redisOpReceive)
@@ -27,6 +31,22 @@ func (w *Worker) receiveLoop(ctx context.Context) {
 		}
 		w.handleInbox(ctx, in, false)
 	}
+}
+
+// receiveBytes bounds, roughly, the deliveries one receive pops. Redis
+// builds a reply whole before it serves anyone else, so popping a
+// thousand large payloads at once holds up every other worker's
+// heartbeats and results meanwhile.
+const receiveBytes = 16 << 20
+
+// receiveCount is how many deliveries the next receive asks for: every
+// slot's worth (max), or fewer when the last receive's deliveries, per
+// bytes each, say that would be more than receiveBytes.
+func receiveCount(max, per int) int {
+	if per <= 0 {
+		return max
+	}
+	return min(max, 1+receiveBytes/per)
 }
 
 func (w *Worker) handleInbox(ctx context.Context, in queue.Inbox, release bool) {

@@ -138,7 +138,7 @@ func delivery(jobID, token int64, name string, attempt int) wire.Delivery {
 		MaxRetries: 3, LeaseToken: token, CreatedAt: time.Now()}
 }
 
-// deliver pushes ds, in order, onto the worker's list in one LPUSH.
+// deliver pushes ds, in order, onto the worker's list in one Deliver.
 func (c *coordinator) deliver(ds ...wire.Delivery) {
 	c.t.Helper()
 	out := map[string]queue.Outbox{c.worker: {Deliveries: ds, Codec: c.codec}}

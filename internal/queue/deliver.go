@@ -57,12 +57,35 @@ func (q *Queue) Deliver(ctx context.Context, byWorker map[string]Outbox) error {
 			}
 			vals[i] = b
 		}
-		pipe.LPush(ctx, q.keys.WorkerJobs(id), vals...)
+		pushChunks(ctx, pipe, q.keys.WorkerJobs(id), vals)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("deliver jobs: %w", err)
 	}
 	return nil
+}
+
+// maxPushBytes bounds the deliveries one LPUSH carries. Redis runs one
+// command at a time and copies a command's arguments before it runs the
+// next, other clients' heartbeats and results included: a worker's share
+// of a round of large payloads goes in several commands of one pipeline.
+const maxPushBytes = 4 << 20
+
+// pushChunks queues LPUSHes of vals (each a []byte) onto key in pipe, in
+// order, each of at most maxPushBytes (or one value).
+func pushChunks(ctx context.Context, pipe redis.Pipeliner, key string, vals []any) {
+	start, size := 0, 0
+	for i, v := range vals {
+		n := len(v.([]byte))
+		if i > start && size+n > maxPushBytes {
+			pipe.LPush(ctx, key, vals[start:i]...)
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(vals) {
+		pipe.LPush(ctx, key, vals[start:]...)
+	}
 }
 
 // Outbox is one worker's deliveries of a dispatch round, and the newest
@@ -145,6 +168,8 @@ type Inbox struct {
 	Controls   []wire.Control
 	Deliveries []wire.Delivery
 	Bad        int // messages that did not decode (dropped)
+	// DeliveryBytes is the size of the delivery messages as received.
+	DeliveryBytes int
 }
 
 // Receive blocks up to block (whole seconds; 0 does not block) for the
@@ -177,6 +202,7 @@ func (q *Queue) Receive(ctx context.Context, workerID string, max int, block tim
 			in.Controls = append(in.Controls, c)
 			continue
 		}
+		in.DeliveryBytes += len(v)
 		d, err := DecodeDelivery([]byte(v))
 		if err != nil {
 			in.Bad++

@@ -69,6 +69,7 @@ func run() error {
 	flag.Float64Var(&cfg.Backoff.Jitter, "backoff-jitter", e.Float("BACKOFF_JITTER", job.DefaultBackoff.Jitter), "random share of each backoff, 0..1 [BACKOFF_JITTER]")
 	flag.DurationVar(&cfg.PollInterval, "poll-interval", e.Duration("POLL_INTERVAL", coordinator.DefaultPollInterval), "longest wait between looks for due jobs [POLL_INTERVAL]")
 	flag.IntVar(&cfg.ClaimBatch, "claim-batch", e.Int("CLAIM_BATCH", coordinator.DefaultClaimBatch), "most jobs leased per statement [CLAIM_BATCH]")
+	flag.IntVar(&cfg.ClaimBytes, "claim-bytes", e.Int("CLAIM_BYTES", coordinator.DefaultClaimBytes), "about the most payload bytes leased per claim statement [CLAIM_BYTES]")
 	flag.DurationVar(&cfg.ElectionInterval, "election-interval", e.Duration("ELECTION_INTERVAL", coordinator.DefaultElectionInterval), "how often a standby tries to take the leader lease and the leader renews it [ELECTION_INTERVAL]")
 	flag.DurationVar(&cfg.LeaderTTL, "leader-ttl", e.Duration("LEADER_TTL", 0), fmt.Sprintf("how long the leader lease lasts unless renewed (0: %d x election interval) [LEADER_TTL]", coordinator.DefaultLeaderTTLIntervals))
 	flag.DurationVar(&cfg.RetentionCompleted, "retention-completed", e.Duration("RETENTION_COMPLETED", coordinator.DefaultRetentionCompleted), "keep completed and canceled jobs this long [RETENTION_COMPLETED]")
