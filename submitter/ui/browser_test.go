@@ -544,7 +544,11 @@ func TestBrowser(t *testing.T) {
 	b.do(t, "big job", chromedp.Navigate(s.console+"jobs/"+s.bigPayload), chromedp.WaitVisible(chromedp.CSS(`#download-payload`)))
 
 	// Dead letters: the groups first, the largest first, their text
-	// inert; then select two jobs and requeue them.
+	// inert; then select two jobs and requeue them. The refresh is off
+	// from here, as in TestBrowserOps: a refresh could swap a row in
+	// between chromedp's lookup of a checkbox and its click ("Could not
+	// find node with given id").
+	get(t, b, "refresh off", chromedp.Evaluate[bool](`localStorage.setItem("dts.console.refresh", "0"), true`))
 	b.do(t, "dlq", chromedp.Navigate(s.console+"dlq"), chromedp.WaitVisible(chromedp.CSS(`#requeue-selected`)))
 	if n := count(t, b, `table.groups tbody tr`); n != 2 {
 		t.Errorf("%d groups shown, want 2", n)
