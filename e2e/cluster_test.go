@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +32,8 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	setDefaultParallel(2 * runtime.GOMAXPROCS(0))
 	code := func() int {
 		dir, err := os.MkdirTemp("", "dts-e2e-bin-")
 		if err != nil {
@@ -58,6 +62,23 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// setDefaultParallel makes n tests run at once unless -parallel was given.
+// These tests mostly wait on the processes they start (jobs that sleep,
+// leases and heartbeats running out, a leader frozen for seconds), and
+// little of that time is CPU: go test's default of GOMAXPROCS tests at once
+// leaves the cores idle for much of the run. Twice that keeps them busy;
+// more starts so many race-built clusters at once that their timers fire
+// late.
+func setDefaultParallel(n int) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // cluster is one test's set of processes sharing a database and a Redis,
