@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,8 +39,11 @@ import (
 //     coordinator is made by the one coordinator_leader names for the
 //     epoch in force (a trigger the test installs records each one);
 //
-// and prints a table of the faults. DTS_CHAOS_LONG=1 (make chaos) holds
-// each fault longer under more load; DTS_CHAOS_FAULTS=REGEXP runs only the
+// and prints a table of the faults. The partitions run on one such
+// cluster and the toxiproxy faults on another, at the same time: the
+// fifteen faults one after another on a single cluster made this the
+// suite's longest test by far. DTS_CHAOS_LONG=1 (make chaos) holds each
+// fault longer under more load; DTS_CHAOS_FAULTS=REGEXP runs only the
 // faults whose name matches.
 func TestChaosHosts(t *testing.T) {
 	t.Parallel()
@@ -50,6 +54,30 @@ func TestChaosHosts(t *testing.T) {
 	var only *regexp.Regexp
 	if v := os.Getenv("DTS_CHAOS_FAULTS"); v != "" {
 		only = regexp.MustCompile(v)
+	}
+	for _, family := range []string{familyPartition, familyToxic} {
+		t.Run(family, func(t *testing.T) {
+			t.Parallel()
+			runChaos(t, cfg, only, family)
+		})
+	}
+}
+
+// The families of faults; each runs on a cluster of its own.
+const (
+	familyPartition = "partitions" // iptables between two hosts
+	familyToxic     = "toxics"     // toxiproxy on a link
+)
+
+// runChaos runs the faults of family that only matches (nil: all) on a
+// cluster of their own, under load, then checks every job answered 201.
+func runChaos(t *testing.T, cfg chaosConfig, only *regexp.Regexp, family string) {
+	// chaosFaults reads the cluster only when a fault is applied, so the
+	// list can be filtered before one is started.
+	if !slices.ContainsFunc(chaosFaults(nil), func(f fault) bool {
+		return f.family == family && (only == nil || only.MatchString(f.name))
+	}) {
+		t.Skipf("no fault of the %s matches DTS_CHAOS_FAULTS", family)
 	}
 	h := startHostCluster(t)
 	ctx := ctxT(t, 30*time.Minute)
@@ -68,7 +96,7 @@ func TestChaosHosts(t *testing.T) {
 
 	var rows []faultRow
 	for _, f := range chaosFaults(h) {
-		if only != nil && !only.MatchString(f.name) {
+		if f.family != family || only != nil && !only.MatchString(f.name) {
 			continue
 		}
 		row := runFault(t, ctx, h, db, load, f, cfg)
@@ -101,8 +129,9 @@ var (
 // fault is one fault between hosts: apply starts it (choosing its target
 // then, e.g. whichever coordinator leads) and returns what heals it.
 type fault struct {
-	name  string
-	apply func() (target string, heal func() error, err error)
+	name   string
+	family string // familyPartition or familyToxic
+	apply  func() (target string, heal func() error, err error)
 }
 
 // chaosFaults lists the faults in the order they run.
@@ -125,7 +154,7 @@ func chaosFaults(h *hostCluster) []fault {
 		return h.hosts[s.name], s.name
 	}
 	partition := func(name string, a func() (*netns.Host, string), b string, oneWay bool) fault {
-		return fault{name: name, apply: func() (string, func() error, error) {
+		return fault{name: name, family: familyPartition, apply: func() (string, func() error, error) {
 			ha, an := a()
 			if ha == nil {
 				return "", nil, fmt.Errorf("no single leader")
@@ -144,7 +173,7 @@ func chaosFaults(h *hostCluster) []fault {
 	}
 	// toxic adds a toxic to the proxy of a's link to server.
 	toxic := func(name string, a func() (*netns.Host, string), server, typ, stream string, attrs map[string]any) fault {
-		return fault{name: name, apply: func() (string, func() error, error) {
+		return fault{name: name, family: familyToxic, apply: func() (string, func() error, error) {
 			ha, an := a()
 			if ha == nil {
 				return "", nil, fmt.Errorf("no single leader")
