@@ -55,12 +55,15 @@ func TestChaosHosts(t *testing.T) {
 	if v := os.Getenv("DTS_CHAOS_FAULTS"); v != "" {
 		only = regexp.MustCompile(v)
 	}
+	// Not t.Parallel subtests: those would wait for a free slot again,
+	// behind every test that started after this one.
+	var wg sync.WaitGroup
 	for _, family := range []string{familyPartition, familyToxic} {
-		t.Run(family, func(t *testing.T) {
-			t.Parallel()
-			runChaos(t, cfg, only, family)
+		wg.Go(func() {
+			t.Run(family, func(t *testing.T) { runChaos(t, cfg, only, family) })
 		})
 	}
+	wg.Wait()
 }
 
 // The families of faults; each runs on a cluster of its own.
