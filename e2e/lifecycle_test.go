@@ -229,8 +229,11 @@ func TestGracefulShutdownHandsJobsBack(t *testing.T) {
 	long := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 5}})
 	c.waitStatus(short, "leased", 10*time.Second)
 	c.waitStatus(long, "leased", 10*time.Second)
-	c.startWorker("wb")
+	// wb starts while wa drains, not before the SIGTERM: a race-built
+	// worker can take longer to start on a loaded machine than the long
+	// job takes to run.
 	a.signal(t, syscall.SIGTERM)
+	c.startWorker("wb")
 	select {
 	case <-a.done:
 	case <-time.After(10 * time.Second):

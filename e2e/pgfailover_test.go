@@ -181,21 +181,34 @@ func runPGFailover(t *testing.T, opt pgtest.PairOptions, fault func(*pgtest.Pair
 	t.Logf("stale results rejected: %d", stale)
 
 	// One leader, recorded as such, under an epoch at least the one before.
+	// PostgreSQL's record is read before the coordinators' word, and both
+	// again while a coordinator names a newer epoch than the record: on a
+	// loaded machine the lease can change hands between the two reads.
 	var epoch int64
 	var leader string
-	if err := db.QueryRow(ctx, "SELECT epoch, leader_id FROM coordinator_leader").Scan(&epoch, &leader); err != nil {
-		t.Fatal(err)
-	}
-	c.eventually(10*time.Second, "exactly one coordinator to lead", func() bool {
-		h1, h2 := c.health(c1), c.health(c2)
-		return (h1["role"] == "leader") != (h2["role"] == "leader")
-	})
-	for _, co := range []*proc{c1, c2} {
-		h := c.health(co)
-		if h["role"] == "leader" && (co.name != leader || int64(h["epoch"].(float64)) != epoch) {
-			t.Errorf("%s leads in epoch %v; PostgreSQL records %s in epoch %d", co.name, h["epoch"], leader, epoch)
+	testwait.NoError(t, 10*time.Second, "exactly one coordinator to lead, the one PostgreSQL records", func() error {
+		if err := db.QueryRow(ctx, "SELECT epoch, leader_id FROM coordinator_leader").Scan(&epoch, &leader); err != nil {
+			t.Fatal(err)
 		}
-	}
+		h1, h2 := c.health(c1), c.health(c2)
+		if (h1["role"] == "leader") == (h2["role"] == "leader") {
+			return fmt.Errorf("c1 is %v, c2 is %v", h1["role"], h2["role"])
+		}
+		for _, p := range []struct {
+			co *proc
+			h  map[string]any
+		}{{c1, h1}, {c2, h2}} {
+			he := int64(p.h["epoch"].(float64))
+			if p.h["role"] == "leader" && (p.co.name != leader || he != epoch) {
+				err := fmt.Errorf("%s leads in epoch %d; PostgreSQL records %s in epoch %d", p.co.name, he, leader, epoch)
+				if he > epoch { // took over after PostgreSQL was read
+					return err
+				}
+				return testwait.GiveUp(err)
+			}
+		}
+		return nil
+	})
 	if float64(epoch) < epochBefore {
 		t.Errorf("epoch went back from %v to %d", epochBefore, epoch)
 	}
