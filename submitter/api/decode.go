@@ -346,9 +346,12 @@ func validateSubmit(req *wire.SubmitRequest, maxPayload int, prefix string) (app
 	}
 	p.DependsOnIndex = req.DependsOnIndex
 
-	payload, err := app.CheckPayload(req.Payload, maxPayload, prefix+"payload")
+	// req was decoded by encoding/json (decodeObject, decodeBatch), so its
+	// payload is valid JSON already; the rest of app.CheckPayload's rule
+	// applies.
+	payload, err := job.NormalizeDecodedJSON(req.Payload, maxPayload)
 	if err != nil {
-		return app.JobInsertParams{}, err
+		return app.JobInsertParams{}, httpx.InvalidField(prefix+"payload", "%s", err.Error())
 	}
 	p.Payload = payload
 

@@ -184,3 +184,26 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeBatchLarge: the largest batch of 1 MiB payloads that fits
+// the 16 MiB body limit (bench -payload-bytes 1048576).
+func BenchmarkDecodeBatchLarge(b *testing.B) {
+	payload := `"` + strings.Repeat("abcdefghijklmnopqrstuvwxyz012345", (1<<20-2)/32) + `"`
+	var sb strings.Builder
+	sb.WriteString(`{"jobs":[`)
+	for i := range 15 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"name":"noop","payload":` + payload + `}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeBatch(body, 1<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
