@@ -522,10 +522,10 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 // payloads claimed CLAIM_BATCH at a time would move gigabytes per round
 // through PostgreSQL, the leader's memory and one Redis command, which
 // holds up every other client of Redis, heartbeats included, for as long
-// as it takes. A group whose jobs grew since its last claim may take
-// one claim of the larger ones before the bound catches up (at most
-// CLAIM_BATCH times MAX_PAYLOAD_BYTES); its first claim is small anyway
-// (minClaimSize).
+// as it takes. A group that has not claimed yet, or whose jobs grew
+// since its last claim, may take one claim of the round's size before the
+// bound catches up (at most CLAIM_BATCH times MAX_PAYLOAD_BYTES; after a
+// quiet spell that size is minClaimSize).
 func (d *dispatcher) claimSlots(key string, slots []string) []string {
 	per := d.jobBytes[key]
 	if per <= 0 {
