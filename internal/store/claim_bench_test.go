@@ -67,15 +67,7 @@ func BenchmarkClaimShapes(b *testing.B) {
 func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
 	ctx := b.Context()
 	url := pgtest.NewDatabase(b)
-	s, err := store.Open(ctx, url, store.Options{MaxConns: 4, PinIndexPlans: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	epoch, err := s.LeaderAcquire(ctx, "bench", time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, epoch := openBenchStore(b, url, store.Options{MaxConns: 4, PinIndexPlans: true})
 	const batch = 500
 	var names []string // queues, when the shape has them
 	for i := range queues {
@@ -185,4 +177,20 @@ func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
 	b.ReportMetric(float64(tInsert.Nanoseconds())/float64(done), "ns/insert")
 	b.ReportMetric(float64(tClaim.Nanoseconds())/float64(done), "ns/claim")
 	b.ReportMetric(float64(tComplete.Nanoseconds())/float64(done), "ns/complete")
+}
+
+// openBenchStore opens the store on url, closed when the benchmark ends,
+// and takes the leadership its writes carry.
+func openBenchStore(b *testing.B, url string, opts store.Options) (*store.Store, int64) {
+	b.Helper()
+	s, err := store.Open(b.Context(), url, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	epoch, err := s.LeaderAcquire(b.Context(), "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, epoch
 }

@@ -63,15 +63,7 @@ func BenchmarkClaimBesideFinished(b *testing.B) {
 			ctx := b.Context()
 			url := pgtest.NewDatabase(b)
 			fillFinished(b, url, n, time.Hour)
-			s, err := store.Open(ctx, url, store.Options{MaxConns: 4, PinIndexPlans: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			epoch, err := s.LeaderAcquire(ctx, "bench", time.Hour)
-			if err != nil {
-				b.Fatal(err)
-			}
+			s, epoch := openBenchStore(b, url, store.Options{MaxConns: 4, PinIndexPlans: true})
 			const batch = 1000
 			slots := slices.Repeat([]string{"w"}, batch)
 			ps := make([]store.JobInsertParams, batch)
@@ -118,20 +110,13 @@ func BenchmarkCleanupRate(b *testing.B) {
 		ctx := b.Context()
 		url := pgtest.NewDatabase(b)
 		fillFinished(b, url, n, 48*time.Hour)
-		s, err := store.Open(ctx, url, store.Options{MaxConns: 4})
-		if err != nil {
-			b.Fatal(err)
-		}
-		epoch, err := s.LeaderAcquire(ctx, "bench", time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
+		s, epoch := openBenchStore(b, url, store.Options{MaxConns: 4})
 		b.StartTimer()
 		t0 := time.Now()
 		deleted, err := s.JobCleanup(ctx, epoch, 24*time.Hour, 24*time.Hour, 5000)
 		elapsed := time.Since(t0)
 		b.StopTimer()
-		s.Close()
+		s.Close() // the next iteration's database has its own
 		if err != nil || deleted != int64(n) {
 			b.Fatalf("cleanup deleted %d of %d: %v", deleted, n, err)
 		}

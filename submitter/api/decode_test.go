@@ -166,39 +166,19 @@ func checkParams(t *testing.T, name, queue string, prio, retries, timeout int, k
 // BenchmarkDecodeBatch: a batch of 1,000 jobs as the bench and the stress
 // scripts post them.
 func BenchmarkDecodeBatch(b *testing.B) {
-	var sb strings.Builder
-	sb.WriteString(`{"jobs":[`)
-	for i := range 1000 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`{"name":"noop","payload":{"n":12345,"s":"some text of the job"},"max_retries":3}`)
-	}
-	sb.WriteString(`]}`)
-	body := []byte(sb.String())
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := decodeBatch(body, 1<<20); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecodeBatch(b, `{"name":"noop","payload":{"n":12345,"s":"some text of the job"},"max_retries":3}`, 1000)
 }
 
 // BenchmarkDecodeBatchLarge: the largest batch of 1 MiB payloads that fits
 // the 16 MiB body limit (bench -payload-bytes 1048576).
 func BenchmarkDecodeBatchLarge(b *testing.B) {
 	payload := `"` + strings.Repeat("abcdefghijklmnopqrstuvwxyz012345", (1<<20-2)/32) + `"`
-	var sb strings.Builder
-	sb.WriteString(`{"jobs":[`)
-	for i := range 15 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`{"name":"noop","payload":` + payload + `}`)
-	}
-	sb.WriteString(`]}`)
-	body := []byte(sb.String())
+	benchDecodeBatch(b, `{"name":"noop","payload":`+payload+`}`, 15)
+}
+
+// benchDecodeBatch decodes a {"jobs": [...]} batch of n copies of job.
+func benchDecodeBatch(b *testing.B, job string, n int) {
+	body := []byte(`{"jobs":[` + strings.Repeat(job+",", n-1) + job + `]}`)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
