@@ -355,6 +355,9 @@ func (n *Node) run(port int) error {
 		"-c", "wal_receiver_status_interval=1s",
 		"-c", "wal_sender_timeout=5s",
 		"-c", "wal_receiver_timeout=5s",
+		// In the data directory: killed nodes must not leave segments in
+		// /dev/shm (see the server's flags in pgtest.go).
+		"-c", "dynamic_shared_memory_type=mmap",
 	)
 	cmd.Dir = n.dir
 	cmd.Env = childEnv()
