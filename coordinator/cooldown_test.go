@@ -36,6 +36,15 @@ func (c *claimRecorder) JobClaimQueues(ctx context.Context, p store.JobClaimQueu
 	return cs, err
 }
 
+// JobClaimGroups (the plain claims of several groups) is one statement.
+func (c *claimRecorder) JobClaimGroups(ctx context.Context, p store.JobClaimGroupsParams) ([]store.Claimed, error) {
+	cs, err := c.Store.JobClaimGroups(ctx, p)
+	if len(cs) > 0 {
+		c.add(len(cs))
+	}
+	return cs, err
+}
+
 // TestDispatchCoolsDownOnlyWhileSlotsAreFree: after a round that found
 // fewer due jobs than free slots, the next round waits out the cooldown
 // and then claims in one statement every job that came meanwhile; after a

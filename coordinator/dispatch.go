@@ -21,6 +21,7 @@ import (
 // jobs it could not deliver.
 type dispatchStore interface {
 	JobClaimBatch(ctx context.Context, p store.JobClaimParams) ([]store.Claimed, error)
+	JobClaimGroups(ctx context.Context, p store.JobClaimGroupsParams) ([]store.Claimed, error)
 	JobClaimQueues(ctx context.Context, p store.JobClaimQueuesParams) ([]store.Claimed, error)
 	JobClaimLimited(ctx context.Context, p store.JobClaimLimitedParams) ([]store.Claimed, error)
 	QueueSettingsList(ctx context.Context) ([]store.QueueSetting, error)
@@ -36,10 +37,12 @@ type dispatchQueue interface {
 
 // dispatcher leases due jobs to free slots whenever something may have
 // changed: a submit's wake-up, a freed slot, a new worker, or the poll timer
-// (which is how retries and scheduled jobs come due). One round is one
-// claim statement per group of free slots (workers handling the same job
-// types and serving the same queues) and one pipelined delivery; a group
-// whose claim fails does not stop the others.
+// (which is how retries and scheduled jobs come due). One round claims for
+// every group of free slots (workers handling the same job types and
+// serving the same queues) and delivers in a pipeline. Groups whose claims
+// are plain share one statement and one delivery (claimRun); the others
+// have a statement each, and one whose claim fails does not stop the
+// others.
 //
 // Queues cost nothing until they are used: while no queue is paused or
 // capped and a group's workers serve every queue, its claim is the plain
@@ -223,12 +226,9 @@ func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, er
 		}
 		offered += len(g.Slots)
 	}
-	for _, g := range groups {
-		if len(g.Slots) == 0 {
-			continue
-		}
-		key := groupKey(g)
-		n, filled, gerr := d.dispatchGroup(ctx, g, key)
+	// note records one group's claim; it reports whether the round must
+	// stop (the leader was deposed).
+	note := func(key string, n int, filled bool, gerr error) bool {
 		total += n
 		more = more || filled
 		if gerr != nil && err == nil {
@@ -241,9 +241,51 @@ func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, er
 		}
 		select {
 		case <-d.l.deposed:
-			return false, err
+			return true
 		default:
+			return false
 		}
+	}
+	var run claimRun
+	flush := func() bool {
+		defer run.reset()
+		switch len(run.groups) {
+		case 0:
+			return false
+		case 1:
+			n, filled, gerr := d.dispatchGroup(ctx, run.groups[0], run.keys[0])
+			return note(run.keys[0], n, filled, gerr)
+		}
+		ns, filled, gerr := d.dispatchRun(ctx, run.groups, run.keys)
+		stop := false
+		for i, key := range run.keys {
+			stop = note(key, ns[i], filled[i], gerr) || stop
+		}
+		return stop
+	}
+	for _, g := range groups {
+		if len(g.Slots) == 0 {
+			continue
+		}
+		key := groupKey(g)
+		if !d.plainClaim(g) {
+			if flush() {
+				return false, err
+			}
+			if n, filled, gerr := d.dispatchGroup(ctx, g, key); note(key, n, filled, gerr) {
+				return false, err
+			}
+			continue
+		}
+		slots := len(d.claimSlots(key, g.Slots))
+		bytes := d.runBytes(key, slots)
+		if !run.fits(g, slots, bytes, d.cfg.ClaimBatch, d.cfg.ClaimBytes) && flush() {
+			return false, err
+		}
+		run.add(g, key, slots, bytes)
+	}
+	if flush() {
+		return false, err
 	}
 	if err == nil {
 		d.claimSize = nextClaimSize(d.claimSize, offered, total, more, d.cfg.ClaimBatch)
@@ -418,6 +460,106 @@ func groupKey(g registry.SlotGroup) string {
 	return strings.Join(g.Types, "\x00") + "\x01" + wire.FormatQueueWeights(g.Queues)
 }
 
+// plainClaim says whether a group's claim is the plain one (dts_claim_jobs):
+// no job with a limit_key waits, and queues change nothing for it. Such
+// claims of several groups can be one statement (dispatchRun).
+func (d *dispatcher) plainClaim(g registry.SlotGroup) bool {
+	return !d.limited && g.Queues == nil && d.queues.plain()
+}
+
+// claimRun gathers groups whose plain claims one statement makes
+// (JobClaimGroups): consecutive in the round's order, none sharing a job
+// name with another and none of any name (a transaction's own row locks do
+// not make its next SKIP LOCKED skip a row), and together within what one
+// claim may lease (CLAIM_BATCH jobs, about CLAIM_BYTES).
+type claimRun struct {
+	groups []registry.SlotGroup
+	keys   []string
+	names  map[string]bool
+	slots  int
+	bytes  int
+}
+
+// fits says whether a group with slots free slots, expected to claim about
+// bytes, can join the run.
+func (r *claimRun) fits(g registry.SlotGroup, slots, bytes, maxSlots, maxBytes int) bool {
+	if len(r.groups) == 0 {
+		return true
+	}
+	if g.Types == nil || r.names == nil || r.slots+slots > maxSlots || r.bytes+bytes > maxBytes {
+		return false
+	}
+	for _, name := range g.Types {
+		if r.names[name] {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *claimRun) add(g registry.SlotGroup, key string, slots, bytes int) {
+	if len(r.groups) == 0 && g.Types != nil {
+		r.names = map[string]bool{}
+	}
+	for _, name := range g.Types {
+		if r.names != nil {
+			r.names[name] = true
+		}
+	}
+	r.groups = append(r.groups, g)
+	r.keys = append(r.keys, key)
+	r.slots += slots
+	r.bytes += bytes
+}
+
+func (r *claimRun) reset() { *r = claimRun{} }
+
+// runBytes is about how many bytes a group's claim of slots jobs leases,
+// going by its last claim (claimOverhead a job before its first).
+func (d *dispatcher) runBytes(key string, slots int) int {
+	return slots * max(d.jobBytes[key], claimOverhead)
+}
+
+// dispatchRun claims for a run of groups (keys are their groupKeys) in
+// one statement and delivers what it leased in one pipeline; it returns
+// how many jobs each group claimed and whether that filled the slots it
+// offered. A failure fails every group of the run.
+func (d *dispatcher) dispatchRun(ctx context.Context, run []registry.SlotGroup, keys []string) ([]int, []bool, error) {
+	p := store.JobClaimGroupsParams{Epoch: d.l.epoch, Lease: d.cfg.LeaseDuration, Groups: make([]store.ClaimGroup, len(run))}
+	groupOf := map[string]int{} // a worker is in one group
+	slots := 0
+	for i, g := range run {
+		p.Groups[i] = store.ClaimGroup{Types: g.Types, Slots: d.claimSlots(keys[i], g.Slots)}
+		for _, w := range p.Groups[i].Slots {
+			groupOf[w] = i
+		}
+		slots += len(p.Groups[i].Slots)
+	}
+	ns, filled := make([]int, len(run)), make([]bool, len(run))
+	t0 := time.Now()
+	claimed, err := d.store.JobClaimGroups(ctx, p)
+	t1 := time.Now()
+	d.metrics.dispatchStep.WithLabelValues("claim").Observe(t1.Sub(t0).Seconds())
+	if err != nil {
+		d.storeError(ctx, storeOpClaim, err)
+		return ns, filled, err
+	}
+	bytes := make([]int, len(run))
+	for i := range claimed {
+		g := groupOf[claimed[i].WorkerID]
+		ns[g]++
+		bytes[g] += len(claimed[i].Payload) + claimOverhead
+	}
+	for i := range run {
+		d.noteJobBytes(keys[i], bytes[i], ns[i])
+		filled[i] = ns[i] == len(p.Groups[i].Slots)
+	}
+	if _, _, err := d.deliverClaimed(ctx, claimed, slots, t0, t1); err != nil {
+		return ns, make([]bool, len(run)), err
+	}
+	return ns, filled, nil
+}
+
 // dispatchGroup claims jobs for one group of slots (named key) and
 // delivers them; it returns how many it claimed and whether that filled
 // the slots it offered.
@@ -427,7 +569,7 @@ func (d *dispatcher) dispatchGroup(ctx context.Context, g registry.SlotGroup, ke
 	t0 := time.Now()
 	claimed, err := d.claim(ctx, g)
 	t1 := time.Now()
-	d.noteJobBytes(key, claimed)
+	d.noteJobBytes(key, claimedBytes(claimed), len(claimed))
 	d.metrics.dispatchStep.WithLabelValues("claim").Observe(t1.Sub(t0).Seconds())
 	if err != nil {
 		d.storeError(ctx, storeOpClaim, err)
@@ -537,19 +679,25 @@ func (d *dispatcher) claimSlots(key string, slots []string) []string {
 // claimOverhead is what a delivery carries besides its payload, roughly.
 const claimOverhead = 128
 
-// noteJobBytes records the bytes per job of a group's claim.
-func (d *dispatcher) noteJobBytes(key string, claimed []store.Claimed) {
-	if len(claimed) == 0 {
-		return
-	}
+// claimedBytes is about how many bytes claimed jobs take in deliveries.
+func claimedBytes(claimed []store.Claimed) int {
 	total := 0
 	for i := range claimed {
 		total += len(claimed[i].Payload) + claimOverhead
 	}
+	return total
+}
+
+// noteJobBytes records the bytes per job of a group's claim of jobs jobs
+// of bytes bytes in all.
+func (d *dispatcher) noteJobBytes(key string, bytes, jobs int) {
+	if jobs == 0 {
+		return
+	}
 	if d.jobBytes == nil || len(d.jobBytes) >= maxSplitters {
 		d.jobBytes = map[string]int{} // bounded as the splitters are
 	}
-	d.jobBytes[key] = total / len(claimed)
+	d.jobBytes[key] = bytes / jobs
 }
 
 // minClaimSize is the fewest slots a dispatch round offers while jobs come

@@ -26,6 +26,16 @@ func (c *typesRecorder) JobClaimBatch(ctx context.Context, p store.JobClaimParam
 	return c.Store.JobClaimBatch(ctx, p)
 }
 
+// JobClaimGroups is the plain claim of several groups in one statement.
+func (c *typesRecorder) JobClaimGroups(ctx context.Context, p store.JobClaimGroupsParams) ([]store.Claimed, error) {
+	c.mu.Lock()
+	for _, g := range p.Groups {
+		c.types = append(c.types, g.Types...)
+	}
+	c.mu.Unlock()
+	return c.Store.JobClaimGroups(ctx, p)
+}
+
 // take returns the types claimed for since the last take, sorted.
 func (c *typesRecorder) take() []string {
 	c.mu.Lock()

@@ -32,6 +32,11 @@ func (s *limitCountingStore) JobClaimBatch(ctx context.Context, p store.JobClaim
 	return s.Store.JobClaimBatch(ctx, p)
 }
 
+func (s *limitCountingStore) JobClaimGroups(ctx context.Context, p store.JobClaimGroupsParams) ([]store.Claimed, error) {
+	s.plain.Add(1)
+	return s.Store.JobClaimGroups(ctx, p)
+}
+
 func (s *limitCountingStore) JobClaimLimited(ctx context.Context, p store.JobClaimLimitedParams) ([]store.Claimed, error) {
 	s.limited.Add(1)
 	return s.Store.JobClaimLimited(ctx, p)

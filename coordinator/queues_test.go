@@ -32,6 +32,11 @@ func (s *countingStore) JobClaimBatch(ctx context.Context, p store.JobClaimParam
 	return s.Store.JobClaimBatch(ctx, p)
 }
 
+func (s *countingStore) JobClaimGroups(ctx context.Context, p store.JobClaimGroupsParams) ([]store.Claimed, error) {
+	s.plain.Add(1)
+	return s.Store.JobClaimGroups(ctx, p)
+}
+
 func (s *countingStore) JobClaimQueues(ctx context.Context, p store.JobClaimQueuesParams) ([]store.Claimed, error) {
 	s.byQueue.Add(1)
 	return s.Store.JobClaimQueues(ctx, p)

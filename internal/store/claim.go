@@ -67,6 +67,74 @@ func (s *Store) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]Claimed,
 	return collectClaimed(rows, len(p.Slots))
 }
 
+// ClaimGroup is one group of slots of a JobClaimGroups: the job names its
+// workers handle and its free slots.
+type ClaimGroup struct {
+	// Types are the group's job names; nil: any name.
+	Types []string
+	// Slots are as JobClaimParams's: the group's jobs go to them in order.
+	Slots []string
+}
+
+// JobClaimGroupsParams is a claim for several groups of slots at once.
+type JobClaimGroupsParams struct {
+	// Epoch is the claiming leader's epoch (see dts_fence).
+	Epoch int64
+	// Groups are claimed for in order. No two may share a job name, and a
+	// group of any name (Types nil) must be the only one.
+	Groups []ClaimGroup
+	// Lease is how long the leases last unless heartbeats extend them.
+	Lease time.Duration
+}
+
+// JobClaimGroups is JobClaimBatch for several groups of slots in one round
+// trip and one commit: each group leases up to len(Slots) due jobs of its
+// names, in priority, due-time, id order, to its own slots. It is one call
+// of dts_claim_group_jobs (functions.sql). Groups whose names overlap are
+// refused (a job could be leased twice in one transaction): claim them
+// one by one.
+func (s *Store) JobClaimGroups(ctx context.Context, p JobClaimGroupsParams) ([]Claimed, error) {
+	if err := checkDisjointGroups(p.Groups); err != nil {
+		return nil, err
+	}
+	var types, slots []string
+	typeEnds := make([]int32, len(p.Groups))
+	slotEnds := make([]int32, len(p.Groups))
+	anyName := make([]bool, len(p.Groups))
+	for i, g := range p.Groups {
+		types = append(types, g.Types...)
+		slots = append(slots, g.Slots...)
+		typeEnds[i], slotEnds[i], anyName[i] = int32(len(types)), int32(len(slots)), g.Types == nil
+	}
+	if len(slots) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, q("JobClaimGroups"), p.Epoch, types, typeEnds, anyName, slots, slotEnds,
+		NewLeaseTokens(len(slots)), millis(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs for %d groups: %w", len(p.Groups), interpretError(err))
+	}
+	return collectClaimed(rows, len(slots))
+}
+
+// checkDisjointGroups refuses groups that could lock the same job: two
+// that share a name, or a group of any name beside another.
+func checkDisjointGroups(gs []ClaimGroup) error {
+	seen := map[string]int{}
+	for i, g := range gs {
+		if g.Types == nil && len(gs) > 1 {
+			return fmt.Errorf("claim jobs for %d groups: group %d takes any name", len(gs), i)
+		}
+		for _, name := range g.Types {
+			if j, ok := seen[name]; ok && j != i {
+				return fmt.Errorf("claim jobs for %d groups: groups %d and %d both take %q", len(gs), j, i, name)
+			}
+			seen[name] = i
+		}
+	}
+	return nil
+}
+
 // JobClaimQueuesParams is a claim that honours queues: JobClaimParams plus
 // which queues to claim from and each one's share of the slots.
 type JobClaimQueuesParams struct {

@@ -160,6 +160,61 @@ BEGIN
 END
 $$;
 
+-- dts_claim_group_jobs is dts_claim_jobs for several groups of slots at
+-- once, in one round trip and one commit: a fleet of workers with
+-- different job names is one group per set of names, and a claim per group
+-- cost a commit and two round trips per group per dispatch round, for the
+-- few slots each group freed since the last.
+--
+-- Group g takes the names p_types[p_type_ends[g-1]+1 : p_type_ends[g]]
+-- (any name when p_any[g]) and the slots p_slots[p_slot_ends[g-1]+1 :
+-- p_slot_ends[g]] (p_*_ends[0] is 0). Each group in turn locks its due
+-- jobs in priority order, as dts_claim_jobs does, up to its slots; then one
+-- UPDATE leases them all, each job to a slot of the group that locked it.
+-- The groups' names must not overlap, and a group of any name must be
+-- alone (the caller checks): a row this transaction has locked is not
+-- skipped by its own next SKIP LOCKED, so two groups could lock the same
+-- job. Plans are pinned like dts_claim_jobs's.
+CREATE OR REPLACE FUNCTION dts_claim_group_jobs(p_epoch bigint, p_types text[], p_type_ends integer[], p_any boolean[],
+                                                p_slots text[], p_slot_ends integer[], p_tokens bigint[],
+                                                p_lease_ms bigint)
+RETURNS TABLE (id bigint, name text, queue text, payload jsonb, attempts integer, max_retries integer,
+               timeout_seconds integer, lease_token bigint, worker_id text, created_at timestamptz,
+               trace_parent text)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    ids bigint[] := '{}';
+    slots text[] := '{}';
+    got bigint[];
+    types text[];
+    type_lo integer := 0;
+    slot_lo integer := 0;
+BEGIN
+    PERFORM dts_fence(p_epoch);
+    FOR g IN 1 .. cardinality(p_slot_ends) LOOP
+        types := CASE WHEN p_any[g] THEN NULL ELSE p_types[type_lo + 1 : p_type_ends[g]] END;
+        got := ARRAY(
+            SELECT j.id FROM jobs j
+            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+              AND (types IS NULL OR j.name = ANY(types))
+            ORDER BY j.priority DESC, j.next_run_at, j.id
+            LIMIT p_slot_ends[g] - slot_lo
+            FOR UPDATE SKIP LOCKED);
+        ids := ids || got;
+        slots := slots || p_slots[slot_lo + 1 : slot_lo + cardinality(got)];
+        type_lo := p_type_ends[g];
+        slot_lo := p_slot_ends[g];
+    END LOOP;
+    IF cardinality(ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM dts_lease_jobs(ids, slots, p_tokens, p_lease_ms);
+END
+$$;
+
 -- dts_claim_queue_jobs is the claim once queues are configured: some queue
 -- paused or capped (table queues), or the slots' workers serve named queues
 -- with weights (WORKER_QUEUES). The coordinator calls dts_claim_jobs above,

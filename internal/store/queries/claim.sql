@@ -5,6 +5,11 @@ SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
         lease_token, worker_id, created_at, coalesce(trace_parent, '')
     FROM dts_claim_jobs($1, $2, $3, $4, $5)
 
+-- name: JobClaimGroups
+SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
+        lease_token, worker_id, created_at, coalesce(trace_parent, '')
+    FROM dts_claim_group_jobs($1, $2, $3, $4, $5, $6, $7, $8)
+
 -- name: JobClaimQueues
 SELECT id, name, queue, payload, attempts, max_retries, timeout_seconds,
         lease_token, worker_id, created_at, coalesce(trace_parent, '')

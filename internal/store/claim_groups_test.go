@@ -1,0 +1,104 @@
+package store_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/job"
+	"github.com/dtsched/dts/internal/store"
+)
+
+// TestJobClaimGroups: one call claims for three groups of slots, each
+// group only its own names, in priority order, up to its own slots, and
+// each job to a slot of its group; a name no group takes stays pending.
+func TestJobClaimGroups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.insert(t,
+		store.JobInsertParams{Name: "a"},
+		store.JobInsertParams{Name: "a", Priority: 5},
+		store.JobInsertParams{Name: "a"},
+		store.JobInsertParams{Name: "b"},
+		store.JobInsertParams{Name: "c"},
+		store.JobInsertParams{Name: "d"},
+		store.JobInsertParams{Name: "e"},
+	)
+	a1, a2, a3, b, c, d, other := ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6]
+	got, err := e.s.JobClaimGroups(e.ctx, store.JobClaimGroupsParams{Epoch: e.epoch, Lease: time.Minute, Groups: []store.ClaimGroup{
+		{Types: []string{"a"}, Slots: []string{"ga1", "ga2"}},
+		{Types: []string{"b", "c"}, Slots: []string{"gbc1", "gbc1", "gbc2"}},
+		{Types: []string{"zzz"}, Slots: []string{"gz"}},
+		{Types: []string{"d"}, Slots: []string{"gd"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := map[int64]string{}
+	for _, j := range got {
+		if _, dup := to[j.ID]; dup {
+			t.Fatalf("job %d leased twice", j.ID)
+		}
+		to[j.ID] = j.WorkerID
+		if e.get(t, j.ID).LeaseToken != j.LeaseToken {
+			t.Errorf("job %d: the row's token differs from the claim's", j.ID)
+		}
+	}
+	want := map[int64]string{a2: "ga1", a1: "ga2", b: "gbc1", c: "gbc1", d: "gd"}
+	if len(to) != len(want) {
+		t.Fatalf("leased %v, want %v", to, want)
+	}
+	for id, w := range want {
+		if to[id] != w {
+			t.Errorf("job %d went to %q, want %q (all: %v)", id, to[id], w, to)
+		}
+	}
+	for _, id := range []int64{a3, other} {
+		if j := e.get(t, id); j.State != job.StatePending {
+			t.Errorf("job %d is %s, want pending (no free slot, or no group takes it)", id, j.State)
+		}
+	}
+	// Each token is its own: a slot's worker cannot finish another's job.
+	tokens := map[int64]bool{}
+	for _, j := range got {
+		tokens[j.LeaseToken] = true
+	}
+	if len(tokens) != len(got) {
+		t.Errorf("%d tokens for %d jobs", len(tokens), len(got))
+	}
+}
+
+// TestJobClaimGroupsRefused: groups whose names overlap, a group of any
+// name beside another, and a deposed leader's claim lease nothing.
+func TestJobClaimGroupsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.insertN(t, 3, "a", 0)
+	for _, c := range []struct {
+		name   string
+		epoch  int64
+		groups []store.ClaimGroup
+		is     error
+	}{
+		{"a name in two groups", e.epoch, []store.ClaimGroup{{Types: []string{"a", "b"}, Slots: []string{"w1"}}, {Types: []string{"a"}, Slots: []string{"w2"}}}, nil},
+		{"any name beside another group", e.epoch, []store.ClaimGroup{{Types: []string{"b"}, Slots: []string{"w1"}}, {Slots: []string{"w2"}}}, nil},
+		{"a superseded epoch", e.epoch - 1, []store.ClaimGroup{{Types: []string{"a"}, Slots: []string{"w1"}}, {Types: []string{"b"}, Slots: []string{"w2"}}}, job.ErrDeposed},
+	} {
+		got, err := e.s.JobClaimGroups(e.ctx, store.JobClaimGroupsParams{Epoch: c.epoch, Lease: time.Minute, Groups: c.groups})
+		if err == nil || len(got) != 0 || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("%s: claim = %v, %v; want an error (%v) and nothing", c.name, got, err, c.is)
+		}
+	}
+	var leased int
+	e.scalar(t, &leased, `SELECT count(*) FROM jobs WHERE status <> 'pending'`)
+	if leased != 0 {
+		t.Errorf("%d jobs left pending state after refused claims", leased)
+	}
+	// Alone, a group of any name is the plain claim.
+	got, err := e.s.JobClaimGroups(e.ctx, store.JobClaimGroupsParams{Epoch: e.epoch, Lease: time.Minute,
+		Groups: []store.ClaimGroup{{Slots: []string{"w", "w"}}}})
+	if err != nil || len(got) != 2 || !slices.ContainsFunc(got, func(c store.Claimed) bool { return c.Name == "a" }) {
+		t.Errorf("claim for one group of any name = %v, %v; want two a jobs", got, err)
+	}
+}
