@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dtsched/dts/internal/job"
 	"github.com/dtsched/dts/internal/store"
 )
@@ -100,5 +102,43 @@ func TestJobClaimGroupsRefused(t *testing.T) {
 		Groups: []store.ClaimGroup{{Slots: []string{"w", "w"}}}})
 	if err != nil || len(got) != 2 || !slices.ContainsFunc(got, func(c store.Claimed) bool { return c.Name == "a" }) {
 		t.Errorf("claim for one group of any name = %v, %v; want two a jobs", got, err)
+	}
+}
+
+// TestJobClaimGroupsOfOneNameReadOnlyTheirJobs: in a backlog of 20,000
+// jobs over 50 names, two groups of one name each claim 10 jobs apiece by
+// reading about those rows alone (jobs_name_due_idx), not the other names'
+// rows they would skip in jobs_due_idx (some 50 per row claimed), with
+// the generic plan the coordinator's sessions keep.
+func TestJobClaimGroupsOfOneNameReadOnlyTheirJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(t, `INSERT INTO jobs (name) SELECT 'n' || (i % 50) FROM generate_series(1, 20000) AS i`)
+	e.exec(t, `ANALYZE jobs`)
+	conn, err := pgx.Connect(e.ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	for _, sql := range []string{`SET plan_cache_mode = force_generic_plan`, `BEGIN`} {
+		if _, err := conn.Exec(e.ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots := make([]string, 20)
+	for i := range slots {
+		slots[i] = "w"
+	}
+	var n int
+	if err := conn.QueryRow(e.ctx, `SELECT count(*) FROM dts_claim_group_jobs($1, '{n7,n31}', '{1,2}', '{f,f}', $2, '{10,20}', $3, 60000)`,
+		e.epoch, slots, store.NewLeaseTokens(20)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var read int64
+	if err := conn.QueryRow(e.ctx, `SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`).Scan(&read); err != nil {
+		t.Fatal(err)
+	}
+	if n != 20 || read > 100 {
+		t.Errorf("two groups of one name claimed %d jobs reading %d rows; want 20 reading about 40", n, read)
 	}
 }

@@ -175,6 +175,13 @@ $$;
 -- alone (the caller checks): a row this transaction has locked is not
 -- skipped by its own next SKIP LOCKED, so two groups could lock the same
 -- job. Plans are pinned like dts_claim_jobs's.
+--
+-- A group of one name reads jobs_name_due_idx (migration 021), which
+-- holds that name's due jobs in claim order; the others walk jobs_due_idx
+-- as dts_claim_jobs does and skip the names they do not take, reading the
+-- heap of each job they skip (docs/benchmarks.md, Mixed fleets). Groups
+-- of several names keep the walk: a claim over several names of the name
+-- index would have to sort all their due jobs.
 CREATE OR REPLACE FUNCTION dts_claim_group_jobs(p_epoch bigint, p_types text[], p_type_ends integer[], p_any boolean[],
                                                 p_slots text[], p_slot_ends integer[], p_tokens bigint[],
                                                 p_lease_ms bigint)
@@ -196,13 +203,23 @@ BEGIN
     PERFORM dts_fence(p_epoch);
     FOR g IN 1 .. cardinality(p_slot_ends) LOOP
         types := CASE WHEN p_any[g] THEN NULL ELSE p_types[type_lo + 1 : p_type_ends[g]] END;
-        got := ARRAY(
-            SELECT j.id FROM jobs j
-            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-              AND (types IS NULL OR j.name = ANY(types))
-            ORDER BY j.priority DESC, j.next_run_at, j.id
-            LIMIT p_slot_ends[g] - slot_lo
-            FOR UPDATE SKIP LOCKED);
+        IF cardinality(types) = 1 THEN
+            got := ARRAY(
+                SELECT j.id FROM jobs j
+                WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+                  AND j.name = types[1]
+                ORDER BY j.priority DESC, j.next_run_at, j.id
+                LIMIT p_slot_ends[g] - slot_lo
+                FOR UPDATE SKIP LOCKED);
+        ELSE
+            got := ARRAY(
+                SELECT j.id FROM jobs j
+                WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+                  AND (types IS NULL OR j.name = ANY(types))
+                ORDER BY j.priority DESC, j.next_run_at, j.id
+                LIMIT p_slot_ends[g] - slot_lo
+                FOR UPDATE SKIP LOCKED);
+        END IF;
         ids := ids || got;
         slots := slots || p_slots[slot_lo + 1 : slot_lo + cardinality(got)];
         type_lo := p_type_ends[g];
