@@ -176,11 +176,14 @@ $$;
 -- skipped by its own next SKIP LOCKED, so two groups could lock the same
 -- job. Plans are pinned like dts_claim_jobs's.
 --
--- A group of one name reads jobs_name_due_idx (migration 021), which
--- holds that name's due jobs in claim order; the others walk jobs_due_idx
--- as dts_claim_jobs does and skip the names they do not take, reading the
--- heap of each job they skip (docs/benchmarks.md, Mixed fleets). Groups
--- of several names keep the walk: a claim over several names of the name
+-- A group of one name asks for that name alone (j.name = types[1]), so
+-- that where an operator has created jobs_name_due_idx (docs/operations.md,
+-- "Mixed fleets") its claim reads that name's due jobs in claim order
+-- instead of walking jobs_due_idx past every other name's, reading the
+-- heap of each job it skips. dts does not create that index: it makes
+-- every job's insert dearer, for every fleet (docs/benchmarks.md, Mixed
+-- fleets). Without it both branches walk jobs_due_idx alike. Groups of
+-- several names keep the walk: a claim over several names of the name
 -- index would have to sort all their due jobs.
 CREATE OR REPLACE FUNCTION dts_claim_group_jobs(p_epoch bigint, p_types text[], p_type_ends integer[], p_any boolean[],
                                                 p_slots text[], p_slot_ends integer[], p_tokens bigint[],

@@ -244,9 +244,8 @@ func TestJobClaimLimitedFenced(t *testing.T) {
 }
 
 // An unlimited job costs the indexes it cost before limits: waiting, it is
-// in the primary key, jobs_due_idx, jobs_queue_due_idx and (for the claim
-// of a worker group of one name, migration 021) jobs_name_due_idx only;
-// leased, in the primary key and jobs_leased_idx only. Each index's predicate is
+// in the primary key, jobs_due_idx and jobs_queue_due_idx only; leased, in
+// the primary key and jobs_leased_idx only. Each index's predicate is
 // evaluated on the row itself. The plain claim's lock reads jobs_due_idx.
 func TestUnlimitedJobIndexEntries(t *testing.T) {
 	t.Parallel()
@@ -283,7 +282,7 @@ func TestUnlimitedJobIndexEntries(t *testing.T) {
 		slices.Sort(in)
 		return in
 	}
-	if got, want := entries(), []string{"jobs_due_idx", "jobs_name_due_idx", "jobs_pkey", "jobs_queue_due_idx"}; !slices.Equal(got, want) {
+	if got, want := entries(), []string{"jobs_due_idx", "jobs_pkey", "jobs_queue_due_idx"}; !slices.Equal(got, want) {
 		t.Errorf("a waiting unlimited job is in %v; want %v", got, want)
 	}
 	e.claimOne(t, id, "w")
