@@ -97,7 +97,8 @@ func (s *Store) JobClaimGroups(ctx context.Context, p JobClaimGroupsParams) ([]C
 	if err := checkDisjointGroups(p.Groups); err != nil {
 		return nil, err
 	}
-	var types, slots []string
+	// Never nil: a NULL array would read as any name in every group.
+	types, slots := []string{}, []string{}
 	typeEnds := make([]int32, len(p.Groups))
 	slotEnds := make([]int32, len(p.Groups))
 	anyName := make([]bool, len(p.Groups))

@@ -97,6 +97,11 @@ func TestJobClaimGroupsRefused(t *testing.T) {
 	if leased != 0 {
 		t.Errorf("%d jobs left pending state after refused claims", leased)
 	}
+	// A group that names no job (not nil: none) claims none.
+	if got, err := e.s.JobClaimGroups(e.ctx, store.JobClaimGroupsParams{Epoch: e.epoch, Lease: time.Minute,
+		Groups: []store.ClaimGroup{{Types: []string{}, Slots: []string{"w"}}}}); err != nil || len(got) != 0 {
+		t.Errorf("claim for a group of no names = %v, %v; want nothing", got, err)
+	}
 	// Alone, a group of any name is the plain claim.
 	got, err := e.s.JobClaimGroups(e.ctx, store.JobClaimGroupsParams{Epoch: e.epoch, Lease: time.Minute,
 		Groups: []store.ClaimGroup{{Slots: []string{"w", "w"}}}})
