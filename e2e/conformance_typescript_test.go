@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,6 +67,12 @@ func npm(ctx context.Context, t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "npm", args...)
 	cmd.Dir = dir
+	// When ctx ends, kill npm's whole process group: killing npm alone
+	// leaves the node processes it started holding the output pipe, and
+	// CombinedOutput would wait for them past every deadline.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Logf("npm %v in %s:\n%s", args, dir, out)
 	if err != nil {
