@@ -277,12 +277,12 @@ func (d *dispatcher) round(ctx context.Context, scope roundScope) (more bool, er
 			}
 			continue
 		}
-		slots := len(d.claimSlots(key, g.Slots))
-		bytes := d.runBytes(key, slots)
-		if !run.fits(g, slots, bytes, d.cfg.ClaimBatch, d.cfg.ClaimBytes) && flush() {
+		g.Slots = d.claimSlots(key, g.Slots)
+		bytes := d.runBytes(key, len(g.Slots))
+		if !run.fits(g, bytes, d.cfg.ClaimBatch, d.cfg.ClaimBytes) && flush() {
 			return false, err
 		}
-		run.add(g, key, slots, bytes)
+		run.add(g, key, bytes)
 	}
 	if flush() {
 		return false, err
@@ -473,20 +473,21 @@ func (d *dispatcher) plainClaim(g registry.SlotGroup) bool {
 // not make its next SKIP LOCKED skip a row), and together within what one
 // claim may lease (CLAIM_BATCH jobs, about CLAIM_BYTES).
 type claimRun struct {
-	groups []registry.SlotGroup
-	keys   []string
-	names  map[string]bool
-	slots  int
-	bytes  int
+	groups  []registry.SlotGroup // each with its slots bounded (claimSlots)
+	keys    []string
+	names   map[string]bool
+	anyName bool // some group takes any name
+	slots   int
+	bytes   int
 }
 
-// fits says whether a group with slots free slots, expected to claim about
-// bytes, can join the run.
-func (r *claimRun) fits(g registry.SlotGroup, slots, bytes, maxSlots, maxBytes int) bool {
+// fits says whether a group, expected to claim about bytes, can join the
+// run.
+func (r *claimRun) fits(g registry.SlotGroup, bytes, maxSlots, maxBytes int) bool {
 	if len(r.groups) == 0 {
 		return true
 	}
-	if g.Types == nil || r.names == nil || r.slots+slots > maxSlots || r.bytes+bytes > maxBytes {
+	if g.Types == nil || r.anyName || r.slots+len(g.Slots) > maxSlots || r.bytes+bytes > maxBytes {
 		return false
 	}
 	for _, name := range g.Types {
@@ -497,18 +498,17 @@ func (r *claimRun) fits(g registry.SlotGroup, slots, bytes, maxSlots, maxBytes i
 	return true
 }
 
-func (r *claimRun) add(g registry.SlotGroup, key string, slots, bytes int) {
-	if len(r.groups) == 0 && g.Types != nil {
+func (r *claimRun) add(g registry.SlotGroup, key string, bytes int) {
+	if r.names == nil {
 		r.names = map[string]bool{}
 	}
 	for _, name := range g.Types {
-		if r.names != nil {
-			r.names[name] = true
-		}
+		r.names[name] = true
 	}
+	r.anyName = r.anyName || g.Types == nil
 	r.groups = append(r.groups, g)
 	r.keys = append(r.keys, key)
-	r.slots += slots
+	r.slots += len(g.Slots)
 	r.bytes += bytes
 }
 
@@ -520,8 +520,9 @@ func (d *dispatcher) runBytes(key string, slots int) int {
 	return slots * max(d.jobBytes[key], claimOverhead)
 }
 
-// dispatchRun claims for a run of groups (keys are their groupKeys) in
-// one statement and delivers what it leased in one pipeline; it returns
+// dispatchRun claims for a run of groups (keys are their groupKeys, their
+// slots already bounded by claimSlots) in one statement and delivers what
+// it leased in one pipeline; it returns
 // how many jobs each group claimed and whether that filled the slots it
 // offered. A failure fails every group of the run.
 func (d *dispatcher) dispatchRun(ctx context.Context, run []registry.SlotGroup, keys []string) ([]int, []bool, error) {
@@ -529,7 +530,7 @@ func (d *dispatcher) dispatchRun(ctx context.Context, run []registry.SlotGroup, 
 	groupOf := map[string]int{} // a worker is in one group
 	slots := 0
 	for i, g := range run {
-		p.Groups[i] = store.ClaimGroup{Types: g.Types, Slots: d.claimSlots(keys[i], g.Slots)}
+		p.Groups[i] = store.ClaimGroup{Types: g.Types, Slots: g.Slots}
 		for _, w := range p.Groups[i].Slots {
 			groupOf[w] = i
 		}

@@ -164,13 +164,7 @@ func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
 		if err != nil || len(cs) != batch {
 			b.Fatalf("claim = %d jobs, %v", len(cs), err)
 		}
-		fin := make([]store.Completion, len(cs))
-		for i, c := range cs {
-			fin[i] = store.Completion{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}
-		}
-		if _, err := s.JobCompleteMany(ctx, epoch, fin); err != nil {
-			b.Fatal(err)
-		}
+		completeAll(b, s, epoch, cs)
 		tComplete += time.Since(t2)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(done), "ns/job")
@@ -193,4 +187,16 @@ func openBenchStore(b *testing.B, url string, opts store.Options) (*store.Store,
 		b.Fatal(err)
 	}
 	return s, epoch
+}
+
+// completeAll completes claimed jobs as their workers would.
+func completeAll(b *testing.B, s *store.Store, epoch int64, cs []store.Claimed) {
+	b.Helper()
+	fin := make([]store.Completion, len(cs))
+	for i, c := range cs {
+		fin[i] = store.Completion{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}
+	}
+	if _, err := s.JobCompleteMany(b.Context(), epoch, fin); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -82,13 +82,7 @@ func BenchmarkClaimBesideFinished(b *testing.B) {
 				if err != nil || len(cs) != batch {
 					b.Fatalf("claim = %d jobs, %v", len(cs), err)
 				}
-				fin := make([]store.Completion, len(cs))
-				for i, c := range cs {
-					fin[i] = store.Completion{ID: c.ID, LeaseToken: c.LeaseToken, WorkerID: c.WorkerID}
-				}
-				if _, err := s.JobCompleteMany(ctx, epoch, fin); err != nil {
-					b.Fatal(err)
-				}
+				completeAll(b, s, epoch, cs)
 			}
 			slices.Sort(claims)
 			q := func(f float64) float64 { return float64(claims[int(f*float64(len(claims)-1))].Microseconds()) }
