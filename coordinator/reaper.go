@@ -36,8 +36,9 @@ type reaperQueue interface {
 // It judges nobody unless the heartbeat reader has caught up recently
 // (liveness): a leader that was paused, or whose reader is blocked in Redis
 // or PostgreSQL, would otherwise take its own delay for the workers'
-// silence. Nor from a result write PostgreSQL did not take until the
-// result applier has caught up (leaderState.resultsStuck): a worker names a
+// silence. Nor while the result applier has results in hand
+// (leaderState.resultsHeld), or from a result write PostgreSQL did not take
+// until the applier has caught up (leaderState.resultsStuck): a worker names a
 // job in its heartbeats only until it sends its result, so a lease that ran
 // out, or a worker that went silent, may have a result in the applier's
 // hands. Silence is measured on the clock heartbeats are timed with (the
@@ -103,9 +104,16 @@ func (r *reaper) tick(ctx context.Context) {
 		r.metrics.reaperSkipped.Inc()
 		return // behind, or blind: cannot tell a dead worker from our own delay
 	}
+	// Results the applier has in hand may end any lease: wait for it to
+	// let go of them (a round at most), and keep it waiting while judging.
+	if !r.l.holdResults(ctx, r.cfg.HeartbeatInterval/4) {
+		r.metrics.reaperSkipped.Inc()
+		return
+	}
+	defer r.l.releaseResults()
 	if r.l.resultsStuck.Load() {
 		r.metrics.reaperSkipped.Inc()
-		return // results held but not yet written may end any lease
+		return // results not yet written, left in the stream
 	}
 	// A stopped worker's leftover leases are its release's, not lease
 	// expiry's: they are spared below until they are released. (A lease

@@ -134,39 +134,50 @@ func (a *resultApplier) run(ctx context.Context) {
 		// drained: once this read is applied, no result of a write that
 		// failed is still waiting (resultsStuck).
 		drained := !pending && len(entryIDs(rs, bad)) < a.cfg.ResultBatch
-		if !pending && len(rs) > 0 && len(rs) < lingerBelow && a.linger(ctx) {
-			more, moreBad, err := a.queue.ReadResults(ctx, false, a.cfg.ResultBatch-len(rs), 0)
-			if err != nil {
-				// Some may have been delivered to this consumer: the
-				// next read of the pending list finds them.
-				a.redisError(ctx, redisOpResultsRead, err)
-				pending = true
-			}
-			rs, bad = append(rs, more...), append(bad, moreBad...)
+		if !a.l.holdResults(ctx, 0) {
+			return
 		}
-		if len(bad) > 0 {
-			a.metrics.badMessages.WithLabelValues("results").Add(float64(len(bad)))
-			a.log.WarnContext(ctx, "dropping undecodable results", "count", len(bad))
+		applied, reread := a.applyRead(ctx, rs, bad, !pending)
+		pending = pending || reread
+		if applied && drained {
+			a.l.resultsStuck.Store(false)
 		}
-		applied := true
-		for len(rs) > 0 {
-			n := wholeEntries(rs, a.cfg.ResultBatch)
-			if err := a.apply(ctx, a.allowed(rs[:n])); err != nil {
-				a.storeError(ctx, storeOpApplyResults, err)
-				pending, applied = true, false // not acknowledged: read them again
-				_ = retry.Sleep(ctx, 200*time.Millisecond)
-				break
-			}
-			a.ack(ctx, entryIDs(rs[:n], nil))
-			rs = rs[n:]
-		}
-		if applied {
-			a.ack(ctx, entryIDs(nil, bad))
-			if drained {
-				a.l.resultsStuck.Store(false)
-			}
-		}
+		a.l.releaseResults()
 	}
+}
+
+// applyRead applies one read's results (with those a linger adds when
+// fresh and few), acknowledges them and drops bad, undecodable entries. It
+// reports whether it applied them all, and whether the pending list must
+// be read again: some were not applied, or a read failed after Redis may
+// have delivered entries to this consumer.
+func (a *resultApplier) applyRead(ctx context.Context, rs []queue.ReceivedResult, bad []string, fresh bool) (applied, reread bool) {
+	if fresh && len(rs) > 0 && len(rs) < lingerBelow && a.linger(ctx) {
+		more, moreBad, err := a.queue.ReadResults(ctx, false, a.cfg.ResultBatch-len(rs), 0)
+		if err != nil {
+			// Some may have been delivered to this consumer: the
+			// next read of the pending list finds them.
+			a.redisError(ctx, redisOpResultsRead, err)
+			reread = true
+		}
+		rs, bad = append(rs, more...), append(bad, moreBad...)
+	}
+	if len(bad) > 0 {
+		a.metrics.badMessages.WithLabelValues("results").Add(float64(len(bad)))
+		a.log.WarnContext(ctx, "dropping undecodable results", "count", len(bad))
+	}
+	for len(rs) > 0 {
+		n := wholeEntries(rs, a.cfg.ResultBatch)
+		if err := a.apply(ctx, a.allowed(rs[:n])); err != nil {
+			a.storeError(ctx, storeOpApplyResults, err)
+			_ = retry.Sleep(ctx, 200*time.Millisecond)
+			return false, true // not acknowledged: read them again
+		}
+		a.ack(ctx, entryIDs(rs[:n], nil))
+		rs = rs[n:]
+	}
+	a.ack(ctx, entryIDs(nil, bad))
+	return true, reread
 }
 
 // ack acknowledges applied (or dropped) entries of the stream.

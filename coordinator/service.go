@@ -37,6 +37,13 @@ type leaderState struct {
 	// meanwhile, whose workers name them no more, so the reaper judges
 	// nobody until then.
 	resultsStuck atomic.Bool
+	// resultsHeld is held by the result applier from the moment a read
+	// hands it results until they are written and acknowledged (or left
+	// in the stream for another try), and by the reaper for each round
+	// of judging: a lease whose result the applier has in hand is not
+	// ended by the reaper, and a round that judged is not undone by a
+	// write failing while it ran (holdResults). Capacity 1.
+	resultsHeld chan struct{}
 	// deposed is closed when a write found the epoch superseded: lead
 	// then stops every service at once.
 	deposed     chan struct{}
@@ -48,8 +55,31 @@ type leaderState struct {
 
 func newLeaderState(epoch int64, deadline time.Duration) *leaderState {
 	return &leaderState{epoch: epoch, workers: registry.New(deadline), kick: make(chan struct{}, 1),
-		deposed: make(chan struct{}), slots: slotState{became: make(chan struct{}, 1)}}
+		deposed: make(chan struct{}), slots: slotState{became: make(chan struct{}, 1)},
+		resultsHeld: make(chan struct{}, 1)}
 }
+
+// holdResults takes resultsHeld, waiting up to within (for as long as ctx
+// lasts if within is 0); it reports whether it took it. A waiter takes it
+// as soon as its holder lets go, ahead of the holder's next try.
+func (l *leaderState) holdResults(ctx context.Context, within time.Duration) bool {
+	var timeout <-chan time.Time
+	if within > 0 {
+		t := time.NewTimer(within)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case l.resultsHeld <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-timeout:
+		return false
+	}
+}
+
+func (l *leaderState) releaseResults() { <-l.resultsHeld }
 
 func (l *leaderState) wake() {
 	select {
