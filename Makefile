@@ -28,12 +28,6 @@ HELM_TESTS   := $(MODULE)/deploy/helm
 # The system tests: built binaries in clusters, faults between hosts. Only
 # `make test` runs them; `make test-short` is the quick unit layer.
 SYSTEM_TESTS := $(MODULE)/e2e
-# The packages whose tests take longest, longest first. `go test` starts
-# packages' test binaries in the order it is given them, two at a time on
-# two cores, so these go first and the short ones fill the other slot
-# instead of the long ones running last, alone.
-SLOW_TESTS   := $(SYSTEM_TESTS) $(MODULE)/submitter/ui $(MODULE)/internal/store \
-                $(MODULE)/bench $(MODULE)/coordinator $(MODULE)/submitter
 # How much `make test` (and `make fuzz`) fuzzes each target beyond its seed
 # corpus, which plain `go test` runs too. A count of executions, not a
 # duration: with a duration the fuzzer can end with a spurious "context
@@ -77,8 +71,7 @@ logs: ## Show the local logs (follows on a terminal); one only with NAME=worker-
 	@bash $(CLUSTER) logs $(NAME)
 
 test: prereqs vet ## Install what the tests start if missing, vet, run every test with -race (the Helm chart's without), then each fuzz target briefly
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(SLOW_TESTS) \
-		$$($(GO) list -e work | grep -vxF $(foreach p,$(HELM_TESTS) $(SLOW_TESTS),-e $(p)))
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(HELM_TESTS)')
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(HELM_TESTS)
 	@$(MAKE) --no-print-directory fuzz
 
