@@ -20,6 +20,10 @@ BINARIES := $(MODULE)/submitter/cmd/submitter \
 # Whole suite under the race detector; must finish well inside 15 min on 2 cores.
 TEST_TIMEOUT ?= 14m
 # Extra flags, e.g. make test TESTFLAGS='-run TestClaim -v'
+# Test binaries are linked without DWARF (-w): every run links each of
+# them anew, DWARF was about a seventh of that, and nobody debugs them;
+# stack traces and race reports do not need it.
+TEST_LDFLAGS := -ldflags=-w
 TESTFLAGS    ?=
 # The Helm chart's tests (deploy/helm) run without -race: they only render
 # templates in one goroutine, and Helm and Kubernetes take minutes of CPU to
@@ -71,8 +75,8 @@ logs: ## Show the local logs (follows on a terminal); one only with NAME=worker-
 	@bash $(CLUSTER) logs $(NAME)
 
 test: prereqs vet ## Install what the tests start if missing, vet, run every test with -race (the Helm chart's without), then each fuzz target briefly
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(HELM_TESTS)')
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(HELM_TESTS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_LDFLAGS) $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(HELM_TESTS)')
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_LDFLAGS) $(TESTFLAGS) $(HELM_TESTS)
 	@$(MAKE) --no-print-directory fuzz
 
 prereqs: ## Install the Debian packages the tests start (PostgreSQL, Redis, Prometheus, gcc) when missing
@@ -83,7 +87,7 @@ fuzz: ## Run every fuzz target of the workspace for FUZZTIME (default 30000x exe
 		dir=$$(dirname "$$f"); pkg=./$${dir#$(CURDIR)/}; \
 		for name in $$(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$$f" | sed 's/^func //'); do \
 			echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
-			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+			$(GO) test $(TEST_LDFLAGS) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
 
@@ -99,7 +103,7 @@ conformance: prereqs ## Run the worker-protocol conformance suite against CMD (d
 		$(GO) test -race -count=1 -timeout 5m -run '^TestConformanceGo$$' -v ./e2e/
 
 test-short: ## The quick unit layer: every package but the system tests (e2e), in -short mode, without -race
-	$(GO) test -short -count=1 -timeout 5m $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(SYSTEM_TESTS)')
+	$(GO) test -short -count=1 -timeout 5m $(TEST_LDFLAGS) $(TESTFLAGS) $$($(GO) list -e work | grep -vx '$(SYSTEM_TESTS)')
 
 fmt: ## Format every Go file of the workspace (gofmt -s)
 	gofmt -s -w $$($(GO) list -m -f '{{.Dir}}')

@@ -27,13 +27,14 @@ func (p *proc) waitHealthy(ctx context.Context, check func(body []byte) bool) er
 }
 
 // buildBinaries builds the three services and the fleetworker, without
-// -race, into dir. The go command must run inside the dts workspace.
+// -race and without DWARF (-w: nobody debugs them, and writing it was a
+// good part of the link), into dir. The go command must run inside the dts workspace.
 func buildBinaries(ctx context.Context, dir string) error {
 	var pkgs []string
 	for _, cmd := range []string{"submitter/cmd/submitter", "coordinator/cmd/coordinator", "worker/cmd/worker", "bench/cmd/fleetworker"} {
 		pkgs = append(pkgs, "github.com/dtsched/dts/"+cmd)
 	}
-	if err := process.Build(ctx, dir, nil, pkgs...); err != nil {
+	if err := process.Build(ctx, dir, []string{"-ldflags=-w"}, pkgs...); err != nil {
 		return fmt.Errorf("%w(run the bench from the dts workspace, or pass -bin-dir)", err)
 	}
 	return nil

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		for _, pkg := range []string{"submitter/cmd/submitter", "coordinator/cmd/coordinator", "worker/cmd/worker", "e2e/cmd/sdkworker", "e2e/cmd/conformanceworker"} {
 			pkgs = append(pkgs, "github.com/dtsched/dts/"+pkg)
 		}
-		if err := process.Build(context.Background(), dir, []string{"-race"}, pkgs...); err != nil {
+		if err := process.Build(context.Background(), dir, []string{"-race", "-ldflags=-w"}, pkgs...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -46,7 +46,7 @@ func newFleet(t *testing.T, s *site, coordinatorEnv ...string) *fleet {
 		env: []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + s.dbURL, "REDIS_URL=" + redistest.URL(), "REDIS_PREFIX=" + s.prefix,
 			"HEARTBEAT_INTERVAL=200ms", "HEARTBEAT_MISSES=3", "POLL_INTERVAL=100ms", "ELECTION_INTERVAL=250ms", "LOG_LEVEL=info"}}
 	for _, pkg := range []string{"coordinator/cmd/coordinator", "worker/cmd/worker"} {
-		cmd := exec.Command("go", "build", "-o", f.bin+"/", "github.com/dtsched/dts/"+pkg)
+		cmd := exec.Command("go", "build", "-ldflags=-w", "-o", f.bin+"/", "github.com/dtsched/dts/"+pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", pkg, err, out)
 		}
