@@ -22,7 +22,7 @@ func TestConformanceCatchesBrokenWorker(t *testing.T) {
 		sdk := goConformanceSDK()
 		sdk.Env = []string{"CONFORMANCE_BREAK=lie"}
 		e := startConfShared(t, sdk)
-		for _, w := range []want{
+		together(t, []want{
 			{confCheck{"results", checkResults}, "result:"},
 			{confCheck{"retries", checkRetries}, "retry:"},
 			{confCheck{"permanent", checkPermanent}, "permanent failure:"},
@@ -30,12 +30,9 @@ func TestConformanceCatchesBrokenWorker(t *testing.T) {
 			{confCheck{"logs", checkLogs}, "logs:"},
 			{confCheck{"cancel_running", checkCancelRunning}, "cancel of a running job:"},
 			{confCheck{"time_limit", checkTimeLimit}, "time limit:"},
-		} {
-			t.Run(w.check.name, func(t *testing.T) {
-				t.Parallel()
-				expectCheckFails(t, e, w.check, w.rule)
-			})
-		}
+		}, 4, func(w want) string { return w.check.name }, func(t *testing.T, w want) {
+			expectCheckFails(t, e, w.check, w.rule)
+		})
 	})
 	t.Run("rerun", func(t *testing.T) {
 		// Keeps no lease tokens and ignores cancels and SIGTERM's drain.

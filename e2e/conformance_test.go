@@ -84,14 +84,11 @@ func runConformance(t *testing.T, sdk conformanceSDK) {
 	t.Run("shared", func(t *testing.T) {
 		t.Parallel()
 		e := startConfShared(t, sdk)
-		for _, ch := range confSharedChecks {
-			t.Run(ch.name, func(t *testing.T) {
-				t.Parallel()
-				if err := ch.run(t, e); err != nil {
-					t.Error(err)
-				}
-			})
-		}
+		together(t, confSharedChecks, 4, func(ch confCheck) string { return ch.name }, func(t *testing.T, ch confCheck) {
+			if err := ch.run(t, e); err != nil {
+				t.Error(err)
+			}
+		})
 	})
 	t.Run("isolated", func(t *testing.T) {
 		t.Parallel()

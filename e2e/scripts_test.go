@@ -25,11 +25,7 @@ func TestStressScripts(t *testing.T) {
 	c.startCoordinator("coord-1")
 	c.startWorker("worker-1", "WORKER_CONCURRENCY=8", "NETWORK_TASK_URL="+c.submitter+"/healthz")
 	dir := filepath.Join(repoRoot(t), "scripts")
-	scripts := []struct {
-		script string
-		count  int
-		env    []string
-	}{
+	scripts := []script{
 		{"send_cpu_intensive_jobs.sh", 5, nil},
 		{"send_io_intensive_jobs.sh", 5, nil},
 		{"send_network_intensive_jobs.sh", 5, nil},
@@ -38,23 +34,20 @@ func TestStressScripts(t *testing.T) {
 		{"drain_benchmark.sh", 300, []string{"BATCH_SIZE=100"}},
 	}
 	total := 0
-	t.Run("scripts", func(t *testing.T) {
-		for _, s := range scripts {
-			total += s.count
-			t.Run(s.script, func(t *testing.T) {
-				t.Parallel()
-				cmd := exec.CommandContext(ctxT(t, 3*time.Minute), "bash", filepath.Join(dir, s.script))
-				cmd.Env = append(os.Environ(), "SUBMITTER_URL="+c.submitter, fmt.Sprint("COUNT=", s.count),
-					"DELAY=0", "POLL_INTERVAL=1", "WAIT=90")
-				cmd.Env = append(cmd.Env, s.env...)
-				start := time.Now()
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("%v\n%s", err, out)
-				}
-				t.Logf("%.1f s, last line: %s", time.Since(start).Seconds(), lastLine(out))
-			})
+	for _, s := range scripts {
+		total += s.count
+	}
+	together(t, scripts, 4, func(s script) string { return s.script }, func(t *testing.T, s script) {
+		cmd := exec.CommandContext(ctxT(t, 3*time.Minute), "bash", filepath.Join(dir, s.script))
+		cmd.Env = append(os.Environ(), "SUBMITTER_URL="+c.submitter, fmt.Sprint("COUNT=", s.count),
+			"DELAY=0", "POLL_INTERVAL=1", "WAIT=90")
+		cmd.Env = append(cmd.Env, s.env...)
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
 		}
+		t.Logf("%.1f s, last line: %s", time.Since(start).Seconds(), lastLine(out))
 	})
 	if t.Failed() {
 		return
@@ -71,6 +64,13 @@ func TestStressScripts(t *testing.T) {
 	if n != total {
 		t.Errorf("%d jobs in PostgreSQL, want %d (the scripts' counts)", n, total)
 	}
+}
+
+// script is one load script and how TestStressScripts runs it.
+type script struct {
+	script string
+	count  int
+	env    []string
 }
 
 func lastLine(b []byte) string {
