@@ -194,6 +194,7 @@ func (w *Worker) report(r wire.Result, label string) {
 		started = a.startedAt
 	}
 	delete(w.running, r.LeaseToken)
+	w.finished.Add(1)
 	w.unsent[r.LeaseToken] = started
 	w.toSend = append(w.toSend, r)
 	w.mu.Unlock()

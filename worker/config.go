@@ -19,7 +19,10 @@ const (
 	DefaultConcurrency = 8
 	// DefaultPrefetch is cmd/worker's WORKER_PREFETCH default; a Config
 	// built in code prefetches nothing unless it sets Prefetch.
-	DefaultPrefetch          = 32
+	DefaultPrefetch = 32
+	// DefaultPrefetchMax is cmd/worker's WORKER_PREFETCH_MAX default; a
+	// Config built in code keeps Prefetch fixed unless it sets PrefetchMax.
+	DefaultPrefetchMax       = 512
 	DefaultHeartbeatInterval = time.Second
 	DefaultShutdownGrace     = 30 * time.Second
 )
@@ -71,6 +74,15 @@ type Config struct {
 	// prefetched job waits behind them while a worker that joins later
 	// stays idle.
 	Prefetch int
+	// PrefetchMax, when above Prefetch, lets the prefetch follow the
+	// jobs: at each heartbeat the worker holds about prefetchWindow
+	// (100 ms) of its own completions of the last interval, never fewer
+	// than Prefetch nor more than PrefetchMax, and says so in the
+	// heartbeat. Jobs that take seconds keep it at Prefetch; no-op jobs
+	// raise it until a slot that frees finds its next job here, however
+	// far away the leader is. At most 100000. Default 0 (fixed at
+	// Prefetch); cmd/worker uses DefaultPrefetchMax (512).
+	PrefetchMax int
 	// HeartbeatInterval is how often the worker heartbeats; it must match
 	// the coordinator's setting. Default DefaultHeartbeatInterval (1s).
 	HeartbeatInterval time.Duration
@@ -130,6 +142,9 @@ func (c Config) validate() error {
 	}
 	if c.Prefetch < 0 || c.Prefetch > maxPrefetch {
 		check.Bad("Prefetch", "(%d) is not within 0..%d", c.Prefetch, maxPrefetch)
+	}
+	if c.PrefetchMax < 0 || c.PrefetchMax > maxPrefetch {
+		check.Bad("PrefetchMax", "(%d) is not within 0..%d", c.PrefetchMax, maxPrefetch)
 	}
 	if c.Concurrency > maxConcurrency {
 		check.Bad("Concurrency", "(%d) is above %d", c.Concurrency, maxConcurrency)

@@ -12,7 +12,11 @@ import (
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
+	done, at := w.finished.Load(), time.Now()
 	for {
+		now := time.Now()
+		w.prefetch.Store(int64(adaptPrefetch(w.cfg, w.finished.Load()-done, now.Sub(at))))
+		done, at = w.finished.Load(), now
 		w.heartbeat(ctx, false)
 		select {
 		case <-ctx.Done():
@@ -24,7 +28,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 
 func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 	hb := wire.Heartbeat{WorkerID: w.cfg.ID, JobTypes: w.jobTypes(), Concurrency: w.cfg.Concurrency,
-		Prefetch: w.cfg.Prefetch, Queues: w.cfg.Queues, Draining: w.draining.Load(), Stopped: stopped,
+		Prefetch: int(w.prefetch.Load()), Queues: w.cfg.Queues, Draining: w.draining.Load(), Stopped: stopped,
 		Credential: w.cfg.Credential, Codec: wire.CodecTrace, Protocol: wire.ProtocolVersion, SentAt: time.Now(), Host: hostName, Version: buildVersion}
 	// Each job's newest lease only: an older attempt still running here, or
 	// its unsent result, has a lease that has ended and holds no slot the
@@ -58,6 +62,25 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 		w.metrics.countRedisError(redisOpHeartbeat)
 		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
+}
+
+// prefetchWindow is how much of its own work, in time, a worker whose
+// prefetch adapts (Config.PrefetchMax) holds beyond its slots. A freed
+// slot waits for its next job for as long as the result takes to reach
+// the leader and the next delivery to come back: a few milliseconds on
+// one host, tens across hosts or under load. Little's law: the jobs
+// needed to cover that wait are the rate times the wait.
+const prefetchWindow = 100 * time.Millisecond
+
+// adaptPrefetch returns the prefetch for a worker that finished done
+// attempts in the last elapsed: prefetchWindow of them, within
+// cfg.Prefetch..cfg.PrefetchMax; cfg.Prefetch if it does not adapt.
+func adaptPrefetch(cfg Config, done int64, elapsed time.Duration) int {
+	if cfg.PrefetchMax <= cfg.Prefetch || elapsed <= 0 {
+		return cfg.Prefetch
+	}
+	want := int(float64(done) * float64(prefetchWindow) / float64(elapsed))
+	return min(max(want, cfg.Prefetch), cfg.PrefetchMax)
 }
 
 // hostName and buildVersion are what heartbeats say about this process,

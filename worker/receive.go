@@ -17,7 +17,7 @@ import (
 func (w *Worker) receiveLoop(ctx context.Context) {
 	per := 0 // bytes per delivery of the last receive that got some
 	for ctx.Err() == nil {
-		in, err := w.q.Receive(ctx, w.cfg.ID, receiveCount(w.cfg.Concurrency+w.cfg.Prefetch, per), time.Second)
+		in, err := w.q.Receive(ctx, w.cfg.ID, receiveCount(w.cfg.Concurrency+int(w.prefetch.Load()), per), time.Second)
 		if n := len(in.Deliveries) + in.Bad; n > 0 {
 			per = in.DeliveryBytes / n
 		}

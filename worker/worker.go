@@ -50,6 +50,11 @@ type Worker struct {
 	seen     tokenSet            // lease tokens delivered lately: a second delivery of one is dropped
 	canceled map[int64]int64     // lease token → job id, canceled before its delivery arrived
 
+	// finished counts attempts ended here; prefetch is the prefetch in
+	// force (Config.PrefetchMax), set by the heartbeat loop.
+	finished atomic.Int64
+	prefetch atomic.Int64
+
 	heartbeats *startstop.Func // heartbeatLoop
 	sender     *sender
 
@@ -75,6 +80,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Worker, error) {
 		handlers: map[string]HandlerFunc{}, running: map[int64]*attempt{}, unsent: map[int64]time.Time{},
 		newest: map[int64]int64{}, seen: newTokenSet(remembered), canceled: map[int64]int64{},
 		queued: make(chan struct{}, 1), slots: newSlots(cfg.Concurrency)}
+	w.prefetch.Store(int64(cfg.Prefetch))
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.metrics = newMetrics(w.reg, cfg.Concurrency, w.inFlightCount)

@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/wire"
+)
+
+func TestAdaptPrefetch(t *testing.T) {
+	t.Parallel()
+	adapts := Config{Prefetch: 4, PrefetchMax: 300}
+	for _, c := range []struct {
+		name    string
+		cfg     Config
+		done    int64
+		elapsed time.Duration
+		want    int
+	}{
+		{"fixed: no PrefetchMax", Config{Prefetch: 4}, 10_000, time.Second, 4},
+		{"fixed: PrefetchMax at Prefetch", Config{Prefetch: 4, PrefetchMax: 4}, 10_000, time.Second, 4},
+		{"slow jobs keep the floor", adapts, 8, time.Second, 4},
+		{"100 ms of the rate", adapts, 2_000, time.Second, 200},
+		{"a short interval counts as its rate", adapts, 100, 50 * time.Millisecond, 200},
+		{"no more than PrefetchMax", adapts, 50_000, time.Second, 300},
+		{"nothing done", adapts, 0, time.Second, 4},
+		{"no time passed", adapts, 10, 0, 4},
+	} {
+		if got := adaptPrefetch(c.cfg, c.done, c.elapsed); got != c.want {
+			t.Errorf("%s: adaptPrefetch(%+v, %d, %v) = %d, want %d", c.name, c.cfg, c.done, c.elapsed, got, c.want)
+		}
+	}
+}
+
+// TestPrefetchFollowsTheJobs: a worker whose prefetch adapts says a larger
+// one in its heartbeats while no-op jobs pour through it, and its floor
+// again once they stop.
+func TestPrefetchFollowsTheJobs(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	w := newTestWorker(t, redistest.URL(), prefix, Config{Concurrency: 2, Prefetch: 1, PrefetchMax: 40})
+	w.Handle("noop", func(context.Context, *Job) (any, error) { return nil, nil })
+	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+	run(t, w)
+	if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Prefetch != 1 {
+		t.Fatalf("first heartbeat says prefetch %d, want the floor, 1", hb.Prefetch)
+	}
+	ds := make([]wire.Delivery, 3000)
+	for i := range ds {
+		ds[i] = delivery(int64(i+1), int64(i+1), "noop", 1)
+	}
+	c.deliver(ds...)
+	c.heartbeat("prefetch 40 while the jobs pour through", func(hb wire.Heartbeat) bool { return hb.Prefetch == 40 })
+	c.heartbeat("prefetch 1 again once they stopped", func(hb wire.Heartbeat) bool { return hb.Prefetch == 1 })
+}
