@@ -91,7 +91,10 @@ func startSink(t *testing.T, o sinkOptions) *sinkOptions {
 	o.addr = ln.Addr().(*net.TCPAddr)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Serve(ln) }()
-	t.Cleanup(func() { _ = s.Close(); <-done })
+	// The listener is closed here too: a Close that runs before Serve
+	// has registered it (a test that never dials the sink ends at once)
+	// closes nothing, and Serve then accepts for ever.
+	t.Cleanup(func() { _ = s.Close(); _ = ln.Close(); <-done })
 	return &o
 }
 
