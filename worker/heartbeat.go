@@ -14,9 +14,9 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 	defer t.Stop()
 	done, at := w.finished.Load(), time.Now()
 	for {
-		now := time.Now()
-		w.prefetch.Store(int64(adaptPrefetch(w.cfg, w.finished.Load()-done, now.Sub(at))))
-		done, at = w.finished.Load(), now
+		now, total := time.Now(), w.finished.Load()
+		w.prefetch.Store(int64(adaptPrefetch(w.cfg, total-done, now.Sub(at))))
+		done, at = total, now
 		w.heartbeat(ctx, false)
 		select {
 		case <-ctx.Done():
