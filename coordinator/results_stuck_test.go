@@ -20,17 +20,8 @@ import (
 func TestStuckResultsOutliveTheirLeases(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	cs := r.insertLeased(3, "w")
 	results := []string{`1`, `{"b": 2}`, `"c"`}
-	r.beat("w", nil) // alive, running nothing: its results are sent
-	r.start(r.heartbeatReader())
-	r.caughtUp()
-	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
-	holder, release := r.lockRow(cs[1].ID)
-	r.sendCompleted(cs, results)
-	r.start(r.results())
+	cs, holder, release := r.resultsHeldPastTheirLeases(results)
 	// The first wait: the applier holds the results and cannot write them.
 	seen := map[wait]bool{}
 	w := r.nextWait(holder, seen)
@@ -48,6 +39,25 @@ func TestStuckResultsOutliveTheirLeases(t *testing.T) {
 	}
 	release()
 	r.appliedAsSent(cs, results)
+}
+
+// resultsHeldPastTheirLeases leases three jobs to a live worker "w" that
+// names none of them, makes their leases run out, and has the worker send
+// results (one per job) that a started result applier reads but cannot
+// write: the second job's row is locked by holder until release.
+func (r *rig) resultsHeldPastTheirLeases(results []string) (cs []store.Claimed, holder int32, release func()) {
+	r.t.Helper()
+	cs = r.insertLeased(len(results), "w")
+	r.beat("w", nil) // alive, running nothing: its results are sent
+	r.start(r.heartbeatReader())
+	r.caughtUp()
+	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 second'`); err != nil {
+		r.t.Fatal(err)
+	}
+	holder, release = r.lockRow(cs[1].ID)
+	r.sendCompleted(cs, results)
+	r.start(r.results())
+	return cs, holder, release
 }
 
 // cancelFirstWrite is the reaper's store with one fault: the first time
@@ -86,17 +96,8 @@ func (c *cancelFirstWrite) JobReclaimExpired(ctx context.Context, epoch int64, s
 func TestReaperEndsNoLeaseWhoseResultIsInHand(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	cs := r.insertLeased(3, "w")
 	results := []string{`1`, `2`, `3`}
-	r.beat("w", nil)
-	r.start(r.heartbeatReader())
-	r.caughtUp()
-	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
-	holder, release := r.lockRow(cs[1].ID)
-	r.sendCompleted(cs, results)
-	r.start(r.results())
+	cs, holder, release := r.resultsHeldPastTheirLeases(results)
 	r.nextWait(holder, map[wait]bool{}) // the applier holds the results, blocked
 	rp := r.reaper()
 	rp.store = &cancelFirstWrite{reaperStore: rp.store, r: r, holder: holder}
