@@ -25,6 +25,7 @@ import (
 	"github.com/dtsched/dts/internal/auth"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/submitter"
 	"github.com/dtsched/dts/submitter/app"
 	"github.com/dtsched/dts/worker"
@@ -325,9 +326,9 @@ func TestWorkersAndDLQ(t *testing.T) {
 	if got := s.ok("dlq", "requeue", "--dry-run"); got != "1\n" {
 		t.Errorf("dlq requeue --dry-run = %q", got)
 	}
-	if got := s.ok("workers", "ls", "-q"); got != "w1\n" {
-		t.Errorf("workers ls -q = %q", got)
-	}
+	// The leader records the fleet once a heartbeat interval, which a
+	// loaded machine can delay past the jobs above.
+	testwait.For(t, 10*time.Second, "w1 recorded", func() bool { return s.dtsctl("workers", "ls", "-q").stdout == "w1\n" })
 	var w map[string]any
 	json.Unmarshal([]byte(s.ok("workers", "get", "w1", "-o", "json")), &w)
 	if w["worker_id"] != "w1" || w["concurrency"] != 8.0 {
