@@ -80,7 +80,9 @@ type Config struct {
 	// than Prefetch nor more than PrefetchMax, and says so in the
 	// heartbeat. Jobs that take seconds keep it at Prefetch; no-op jobs
 	// raise it until a slot that frees finds its next job here, however
-	// far away the leader is. At most 100000. Default 0 (fixed at
+	// far away the leader is. It grows between heartbeats too: when the
+	// last prefetchWindow's completions ask for twice the prefetch or
+	// more, the worker heartbeats at once to say so. At most 100000. Default 0 (fixed at
 	// Prefetch); cmd/worker uses DefaultPrefetchMax (512).
 	PrefetchMax int
 	// HeartbeatInterval is how often the worker heartbeats; it must match

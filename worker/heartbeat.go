@@ -12,16 +12,37 @@ import (
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	done, at := w.finished.Load(), time.Now()
+	// An adaptive prefetch is also sampled every prefetchWindow: when the
+	// last window's completions ask for at least twice the prefetch the
+	// last heartbeat said, a heartbeat says so at once. A burst after a
+	// quiet spell then raises the prefetch within a window or two instead
+	// of at the next heartbeat, which is most of a short drain over a slow
+	// link. It only grows early; it shrinks at the regular heartbeats.
+	var sample <-chan time.Time
+	if w.cfg.PrefetchMax > w.cfg.Prefetch {
+		s := time.NewTicker(prefetchWindow)
+		defer s.Stop()
+		sample = s.C
+	}
 	for {
-		now, total := time.Now(), w.finished.Load()
-		w.prefetch.Store(int64(adaptPrefetch(w.cfg, total-done, now.Sub(at))))
-		done, at = total, now
 		w.heartbeat(ctx, false)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		done, at := w.finished.Load(), time.Now()
+		sampled, sampledAt := done, at
+		for beat := false; !beat; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.prefetch.Store(int64(adaptPrefetch(w.cfg, w.finished.Load()-done, time.Since(at))))
+				beat = true
+			case <-sample:
+				total, now := w.finished.Load(), time.Now()
+				if p := adaptPrefetch(w.cfg, total-sampled, now.Sub(sampledAt)); p >= 2*int(w.prefetch.Load()) {
+					w.prefetch.Store(int64(p))
+					beat = true
+				}
+				sampled, sampledAt = total, now
+			}
 		}
 	}
 }

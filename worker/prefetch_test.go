@@ -55,3 +55,25 @@ func TestPrefetchFollowsTheJobs(t *testing.T) {
 	c.heartbeat("prefetch 40 while the jobs pour through", func(hb wire.Heartbeat) bool { return hb.Prefetch == 40 })
 	c.heartbeat("prefetch 1 again once they stopped", func(hb wire.Heartbeat) bool { return hb.Prefetch == 1 })
 }
+
+// TestPrefetchGrowsBeforeTheNextHeartbeat: when jobs start pouring
+// through, a worker whose prefetch adapts says the larger prefetch within
+// a sample or two, in a heartbeat of its own, not at its next regular one
+// (an hour away here).
+func TestPrefetchGrowsBeforeTheNextHeartbeat(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	w := newTestWorker(t, redistest.URL(), prefix, Config{Concurrency: 2, Prefetch: 1, PrefetchMax: 40, HeartbeatInterval: time.Hour})
+	w.Handle("noop", func(context.Context, *Job) (any, error) { return nil, nil })
+	c := newCoordinator(t, redistest.URL(), prefix, w.ID())
+	run(t, w)
+	if hb := c.heartbeat("first", func(wire.Heartbeat) bool { return true }); hb.Prefetch != 1 {
+		t.Fatalf("first heartbeat says prefetch %d, want the floor, 1", hb.Prefetch)
+	}
+	ds := make([]wire.Delivery, 3000)
+	for i := range ds {
+		ds[i] = delivery(int64(i+1), int64(i+1), "noop", 1)
+	}
+	c.deliver(ds...)
+	c.heartbeat("prefetch 40 long before the next regular heartbeat", func(hb wire.Heartbeat) bool { return hb.Prefetch == 40 })
+}
