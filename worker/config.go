@@ -22,7 +22,7 @@ const (
 	DefaultPrefetch = 32
 	// DefaultPrefetchMax is cmd/worker's WORKER_PREFETCH_MAX default; a
 	// Config built in code keeps Prefetch fixed unless it sets PrefetchMax.
-	DefaultPrefetchMax       = 512
+	DefaultPrefetchMax       = 1024
 	DefaultHeartbeatInterval = time.Second
 	DefaultShutdownGrace     = 30 * time.Second
 )
@@ -76,14 +76,15 @@ type Config struct {
 	Prefetch int
 	// PrefetchMax, when above Prefetch, lets the prefetch follow the
 	// jobs: at each heartbeat the worker holds about prefetchWindow
-	// (100 ms) of its own completions of the last interval, never fewer
+	// (250 ms) of its own completions of the last interval, never fewer
 	// than Prefetch nor more than PrefetchMax, and says so in the
 	// heartbeat. Jobs that take seconds keep it at Prefetch; no-op jobs
 	// raise it until a slot that frees finds its next job here, however
 	// far away the leader is. It grows between heartbeats too: when the
 	// last prefetchWindow's completions ask for twice the prefetch or
-	// more, the worker heartbeats at once to say so. At most 100000. Default 0 (fixed at
-	// Prefetch); cmd/worker uses DefaultPrefetchMax (512).
+	// more, the worker heartbeats at once to say so. At most 100000.
+	// Default 0 (fixed at Prefetch); cmd/worker uses DefaultPrefetchMax
+	// (1024).
 	PrefetchMax int
 	// HeartbeatInterval is how often the worker heartbeats; it must match
 	// the coordinator's setting. Default DefaultHeartbeatInterval (1s).

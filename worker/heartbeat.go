@@ -89,9 +89,11 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 // prefetch adapts (Config.PrefetchMax) holds beyond its slots. A freed
 // slot waits for its next job for as long as the result takes to reach
 // the leader and the next delivery to come back: a few milliseconds on
-// one host, tens across hosts or under load. Little's law: the jobs
-// needed to cover that wait are the rate times the wait.
-const prefetchWindow = 100 * time.Millisecond
+// one idle host, but over 100 ms with the leader busy across a 1 ms link,
+// where a window of 100 ms left slots idle (docs/benchmarks.md, make up's
+// shape over the link). Little's law: the jobs needed to cover that wait
+// are the rate times the wait.
+const prefetchWindow = 250 * time.Millisecond
 
 // adaptPrefetch returns the prefetch for a worker that finished done
 // attempts in the last elapsed: prefetchWindow of them, within

@@ -50,7 +50,7 @@ func run() error {
 	flag.StringVar(&cfg.RedisSentinelMaster, "redis-sentinel-master", e.String("REDIS_SENTINEL_MASTER", ""), "name of the Redis master the sentinels monitor [REDIS_SENTINEL_MASTER]")
 	flag.IntVar(&cfg.Concurrency, "concurrency", e.Int("WORKER_CONCURRENCY", worker.DefaultConcurrency), "jobs run at once [WORKER_CONCURRENCY]")
 	flag.IntVar(&cfg.Prefetch, "prefetch", e.Int("WORKER_PREFETCH", worker.DefaultPrefetch), "jobs held leased beyond -concurrency, each waiting for a free slot [WORKER_PREFETCH]")
-	flag.IntVar(&cfg.PrefetchMax, "prefetch-max", e.Int("WORKER_PREFETCH_MAX", worker.DefaultPrefetchMax), "most jobs held beyond -concurrency while jobs finish fast (about 100 ms of them); at or below -prefetch: fixed at -prefetch [WORKER_PREFETCH_MAX]")
+	flag.IntVar(&cfg.PrefetchMax, "prefetch-max", e.Int("WORKER_PREFETCH_MAX", worker.DefaultPrefetchMax), "most jobs held beyond -concurrency while jobs finish fast (about 250 ms of them); at or below -prefetch: fixed at -prefetch [WORKER_PREFETCH_MAX]")
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval), "heartbeat interval; match the coordinator's [HEARTBEAT_INTERVAL]")
 	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", e.Duration("SHUTDOWN_GRACE", worker.DefaultShutdownGrace), "time in-flight jobs get to finish on SIGTERM [SHUTDOWN_GRACE]")
 	queues := flag.String("queues", e.String("WORKER_QUEUES", ""), "queues served, with weights, e.g. critical:6,default:3,low:1; empty: every queue [WORKER_QUEUES]")
