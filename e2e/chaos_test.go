@@ -143,14 +143,14 @@ func chaosFaults(h *hostCluster) []fault {
 		return func() (*netns.Host, string) { return h.hosts[name], name }
 	}
 	leader := func() (*netns.Host, string) {
-		l, _, ok := h.leader()
+		l, _, ok := h.steadyLeader()
 		if !ok {
 			return nil, ""
 		}
 		return h.hosts[l.name], l.name
 	}
 	standby := func() (*netns.Host, string) {
-		_, s, ok := h.leader()
+		_, s, ok := h.steadyLeader()
 		if !ok {
 			return nil, ""
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/dtsched/dts/internal/netns"
 	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/redistest"
+	"github.com/dtsched/dts/internal/testwait"
 )
 
 // hostCluster is the cluster with every component on a host of its own: a
@@ -143,6 +145,21 @@ func (h *hostCluster) leader() (leader, standby *proc, ok bool) {
 		return nil, nil, false
 	}
 	return leaders[0], others[0], true
+}
+
+// steadyLeader is leader, looked at until it finds one for up to 30 s:
+// one look may miss it while a loaded coordinator's /healthz takes longer
+// than the look's timeout, or while a lease changes hands, even just after
+// an earlier look found one (runFault's wait, then a fault's own look:
+// "leader-postgres partition: no single leader" in a make test).
+func (h *hostCluster) steadyLeader() (leader, standby *proc, ok bool) {
+	_ = testwait.Until(h.t, 30*time.Second, func() error {
+		if leader, standby, ok = h.leader(); !ok {
+			return errors.New("no single leader")
+		}
+		return nil
+	})
+	return leader, standby, ok
 }
 
 // role is what a coordinator's /healthz says it is, "" when it does not
