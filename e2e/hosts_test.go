@@ -150,8 +150,7 @@ func (h *hostCluster) leader() (leader, standby *proc, ok bool) {
 // steadyLeader is leader, looked at until it finds one for up to 30 s:
 // one look may miss it while a loaded coordinator's /healthz takes longer
 // than the look's timeout, or while a lease changes hands, even just after
-// an earlier look found one (runFault's wait, then a fault's own look:
-// "leader-postgres partition: no single leader" in a make test).
+// an earlier look found one.
 func (h *hostCluster) steadyLeader() (leader, standby *proc, ok bool) {
 	_ = testwait.Until(h.t, 30*time.Second, func() error {
 		if leader, standby, ok = h.leader(); !ok {

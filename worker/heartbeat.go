@@ -16,8 +16,8 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 	// last window's completions ask for at least twice the prefetch the
 	// last heartbeat said, a heartbeat says so at once. A burst after a
 	// quiet spell then raises the prefetch within a window or two instead
-	// of at the next heartbeat, which is most of a short drain over a slow
-	// link. It only grows early; it shrinks at the regular heartbeats.
+	// of at the next heartbeat. It only grows early; it shrinks at the
+	// regular heartbeats, so a burst's end does not cost extra beats.
 	var sample <-chan time.Time
 	if w.cfg.PrefetchMax > w.cfg.Prefetch {
 		s := time.NewTicker(prefetchWindow)
@@ -89,10 +89,9 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 // prefetch adapts (Config.PrefetchMax) holds beyond its slots. A freed
 // slot waits for its next job for as long as the result takes to reach
 // the leader and the next delivery to come back: a few milliseconds on
-// one idle host, but over 100 ms with the leader busy across a 1 ms link,
-// where a window of 100 ms left slots idle (docs/benchmarks.md, make up's
-// shape over the link). Little's law: the jobs needed to cover that wait
-// are the rate times the wait.
+// one idle host, more than 100 ms with a busy leader across a 1 ms link
+// (docs/benchmarks.md, make up's shape over the link). Little's law: the
+// jobs needed to cover that wait are the rate times the wait.
 const prefetchWindow = 250 * time.Millisecond
 
 // adaptPrefetch returns the prefetch for a worker that finished done
