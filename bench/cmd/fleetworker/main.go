@@ -60,6 +60,7 @@ func run() error {
 		RedisPrefix:       e.String("REDIS_PREFIX", ""),
 		Concurrency:       e.Int("WORKER_CONCURRENCY", worker.DefaultConcurrency),
 		Prefetch:          e.Int("WORKER_PREFETCH", worker.DefaultPrefetch),
+		PrefetchMax:       e.Int("WORKER_PREFETCH_MAX", worker.DefaultPrefetchMax),
 		HeartbeatInterval: e.Duration("HEARTBEAT_INTERVAL", worker.DefaultHeartbeatInterval),
 		ShutdownGrace:     e.Duration("SHUTDOWN_GRACE", worker.DefaultShutdownGrace),
 	}
