@@ -97,9 +97,9 @@ const autovacuumNaptime = 5 * time.Second
 // BenchmarkClaimBesideFinished: the claim's latency with the finished jobs
 // that retention keeps (benchFinished of them, finished an hour ago)
 // beside the due ones, against an empty table, both vacuumed as autovacuum
-// would: the loop of
-// BenchmarkClaimUnlimited (insert 1,000 jobs, claim them, complete them).
-// p50-claim-µs and p99-claim-µs are the claim statement's.
+// would: the loop of BenchmarkClaimUnlimited (insert 1,000 jobs, claim
+// them, complete them). p50-claim-µs and p99-claim-µs are the claim
+// statement's.
 func BenchmarkClaimBesideFinished(b *testing.B) {
 	for _, n := range []int{0, benchFinished(b)} {
 		b.Run("finished="+strconv.Itoa(n), func(b *testing.B) {
@@ -139,9 +139,9 @@ func BenchmarkClaimBesideFinished(b *testing.B) {
 // BenchmarkCleanupRate: how fast the retention cleaner deletes finished
 // jobs (benchFinished of them, all past their retention), as the
 // coordinator runs it (JobCleanup, batches of 5,000), vacuumed as
-// autovacuum would meanwhile. rows/s is the
-// figure; it must exceed the rate at which jobs finish for retention to
-// keep the table's size steady.
+// autovacuum would meanwhile. rows/s is the figure; it must exceed the
+// rate at which jobs finish for retention to keep the table's size
+// steady.
 func BenchmarkCleanupRate(b *testing.B) {
 	n := benchFinished(b)
 	for range b.N {
