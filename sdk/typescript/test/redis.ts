@@ -1,7 +1,7 @@
 // A private redis-server for the tests, started from the binary on PATH on
 // a free port, without persistence.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect, createServer, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,36 +11,45 @@ export type TestRedisClient = ReturnType<typeof createClient>;
 
 export class RedisServer {
   private proc?: ChildProcess;
-  private readonly dir = mkdtempSync(join(tmpdir(), "dts-ts-redis-"));
+  private dir = ""; // made by the first start, so a test file never run leaves none
   port = 0;
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  /** start starts the server (on the same port as before, after a stop) and waits until it answers. */
+  /**
+   * start starts the server (on the same port as before, after a stop) and
+   * waits until it answers, as itself: a restart must not end up talking
+   * to whatever else took the port while the server was down.
+   */
   async start(): Promise<void> {
     if (this.port === 0) this.port = await freePort();
+    if (this.dir === "") this.dir = mkdtempSync(join(tmpdir(), "dts-ts-redis-"));
     const proc = spawn("redis-server", ["--port", String(this.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", this.dir], {
       stdio: ["ignore", "ignore", "inherit"],
     });
     this.proc = proc;
     const exited = new Promise<never>((_, reject) =>
-      proc.once("exit", (code) => reject(new Error(`redis-server exited with ${code}`))),
+      proc.once("exit", (code) => reject(new Error(`redis-server on port ${this.port} exited with ${code}`))),
     );
     exited.catch(() => {});
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const c = createClient({ url: this.url, socket: { reconnectStrategy: false } });
+      const c = createClient({ url: this.url, socket: { reconnectStrategy: false, connectTimeout: 2_000 } });
       c.on("error", () => {});
       try {
-        await Promise.race([c.connect(), exited]);
-        await c.ping();
+        const info = await within(2_000, `redis-server on port ${this.port} to answer`, Promise.race([c.connect().then(() => c.info("server")), exited]));
+        const pid = /process_id:(\d+)/.exec(info)?.[1];
+        if (pid !== String(proc.pid)) throw new Error(`port ${this.port} is answered by process ${pid}, not by the redis-server started (${proc.pid})`);
         c.destroy();
         return;
       } catch (e) {
         if (c.isOpen) c.destroy();
-        if (Date.now() > deadline) throw e;
+        if (Date.now() > deadline) {
+          await this.stop();
+          throw e;
+        }
         await new Promise((r) => setTimeout(r, 50));
       }
     }
@@ -57,7 +66,7 @@ export class RedisServer {
 
   async close(): Promise<void> {
     await this.stop();
-    rmSync(this.dir, { recursive: true, force: true });
+    if (this.dir !== "") rmSync(this.dir, { recursive: true, force: true });
   }
 
   async client(): Promise<TestRedisClient> {
@@ -68,16 +77,48 @@ export class RedisServer {
   }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      const port = typeof a === "object" && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
+// freePort finds a free port below the kernel's ephemeral range, so that
+// no connection's or listener's automatic port can take it while a test
+// has its server stopped (a client reconnecting to it could even connect
+// to itself from it).
+async function freePort(): Promise<number> {
+  const low = ephemeralLow();
+  for (let tries = 0; ; tries++) {
+    const port = 10_000 + Math.floor(Math.random() * Math.max(1, low - 10_000));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const s = createServer();
+        s.once("error", reject);
+        s.listen(port, "127.0.0.1", () => s.close(() => resolve()));
+      });
+      return port;
+    } catch (e) {
+      if (tries >= 100) throw e;
+    }
+  }
+}
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > 11_000) return low;
+  } catch {
+    // not Linux: the common default
+  }
+  return 32_768;
+}
+
+/** within waits for p at most ms, then fails naming what it waited for. */
+export async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** waitFor polls cond until it returns a value other than undefined/false, or fails after timeoutMs naming what. */
@@ -85,7 +126,9 @@ export async function waitFor<T>(what: string, cond: () => Promise<T | undefined
   const deadline = Date.now() + timeoutMs;
   let pause = 10;
   for (;;) {
-    const v = await cond();
+    // A cond that itself hangs (a command on a client that never
+    // reconnects) fails at the deadline too.
+    const v = await within(Math.max(1, deadline - Date.now()), what, Promise.resolve(cond()));
     if (v !== undefined && v !== false) return v;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, pause));

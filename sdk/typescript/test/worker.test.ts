@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { discardLogger, PermanentError, RawJSON, Worker, type Handler, type WorkerOptions } from "../dist/index.js";
 import { rawFields, int64Field, type RawFields } from "../dist/json.js";
 import { decodeDelivery, progressMessage } from "../dist/worker.js";
-import { BlackholeProxy, RedisServer, waitFor, type TestRedisClient } from "./redis.js";
+import { BlackholeProxy, RedisServer, waitFor, within, type TestRedisClient } from "./redis.js";
 import { checkMessage } from "./schema.js";
 
 // The server the tests share, each with its own key prefix and worker id.
@@ -610,22 +610,23 @@ describe("worker", { concurrency: true }, () => {
   });
 
   it("carries on after a Redis restart", async () => {
-    // Its own server: the restart must not disturb the other tests.
+    // Its own server: the restart must not disturb the other tests. Every
+    // wait is bounded, so a restart gone wrong fails naming its step.
     const own = new RedisServer();
     await own.start();
     const c = await own.client();
     try {
       const h = new Harness({}, c, own).handle("r", (job) => job.id).start();
-      await h.deliver({ jobId: "61", token: "1061", name: "r" });
+      await within(5_000, "the delivery before the restart", h.deliver({ jobId: "61", token: "1061", name: "r" }));
       await h.waitOutcomes(1);
-      await own.stop();
+      await within(5_000, "redis-server to stop", own.stop());
       await new Promise((r) => setTimeout(r, 300));
       await own.start();
-      await h.deliver({ jobId: "62", token: "1062", name: "r" });
+      await within(10_000, "the delivery after the restart", h.deliver({ jobId: "62", token: "1062", name: "r" }));
       const [r] = await h.waitOutcomes(1, "the result of a job delivered after the restart");
       assert.deepEqual([r!.jobId, r!.outcome, r!.result], ["62", "completed", `"62"`]);
       await waitFor("a heartbeat after the restart", async () => (await h.heartbeats()).length > 0);
-      await h.stop();
+      await within(10_000, "the worker to stop", h.stop());
     } finally {
       c.destroy();
       await own.close();
