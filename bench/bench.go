@@ -98,8 +98,10 @@ type Settings struct {
 	// PayloadBytes, JobGroups and LimitKeys are the experiment's shape
 	// (Config); 0 in a standard run. SubmitterEnv is what a payload above
 	// the submitter's limit set in its environment.
-	PayloadBytes int      `json:"payload_bytes,omitempty"`
-	JobGroups    int      `json:"job_groups,omitempty"`
+	PayloadBytes int `json:"payload_bytes,omitempty"`
+	JobGroups    int `json:"job_groups,omitempty"`
+	// LeanFleet: the workers were lean simulated ones (Config.LeanFleet).
+	LeanFleet    bool     `json:"lean_fleet,omitempty"`
 	LimitKeys    int      `json:"limit_keys,omitempty"`
 	SubmitterEnv []string `json:"submitter_env,omitempty"`
 	// LinkLatencyMS is the latency each way between every service or
@@ -130,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 		SubmitClients: cfg.SubmitClients, BatchSize: cfg.BatchSize,
 		ServiceDefaults: "heartbeat 1s x 3 misses, lease 10s, claim batch 1000, poll 250ms, LOG_LEVEL=" + cfg.LogLevel,
 		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams, Profiled: cfg.ProfileDir != "",
-		PayloadBytes: cfg.PayloadBytes, JobGroups: cfg.JobGroups, LimitKeys: cfg.LimitKeys,
+		PayloadBytes: cfg.PayloadBytes, JobGroups: cfg.JobGroups, LeanFleet: cfg.LeanFleet, LimitKeys: cfg.LimitKeys,
 		LinkLatencyMS: float64(cfg.LinkLatency.Milliseconds()),
 	}}
 	if cfg.PayloadBytes > defaultMaxPayload {

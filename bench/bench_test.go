@@ -246,6 +246,53 @@ func TestQuickFleet(t *testing.T) {
 	}
 }
 
+// TestQuickLeanFleet runs 30 lean simulated workers of 8 slots, 15 to a
+// fleetworker process: each registers under its own id, the drain's jobs
+// are spread over them and all complete, and the sustained window counts
+// completions by the lean fleet's counter.
+func TestQuickLeanFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the services and runs a cluster")
+	}
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	cfg := testCluster(t, db)
+	cfg.Scenarios = []string{ScenarioDrain, ScenarioSustained}
+	cfg = Quick(cfg)
+	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency, cfg.LeanFleet = 30, 15, 8, true
+	cfg.DrainJobs = 3000
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
+		t.Fatalf("drain: %+v, want all %d jobs completed", d, cfg.DrainJobs)
+	}
+	if s := rep.Sustained; s == nil || s.Submitted == 0 || s.CompletedRate <= 0 {
+		t.Errorf("sustained: %+v; want jobs submitted and completed in the window", s)
+	}
+	if !rep.Settings.LeanFleet {
+		t.Errorf("report settings %+v do not say the fleet was lean", rep.Settings)
+	}
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Every job completed once, by a worker of the fleet, and the fleet's
+	// heartbeats kept every one of them registered: no lease ran out.
+	var workers, notCompleted, retried int
+	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT worker_id), count(*) FILTER (WHERE status <> 'completed'),
+		count(*) FILTER (WHERE attempts <> 1) FROM jobs`).Scan(&workers, &notCompleted, &retried); err != nil {
+		t.Fatal(err)
+	}
+	if workers < 20 || notCompleted != 0 || retried != 0 {
+		t.Errorf("jobs ran on %d workers (want most of the 30), %d not completed, %d retried (want 0, 0)", workers, notCompleted, retried)
+	}
+}
+
 // TestQuickShapes runs drain, sustained and latency with the three
 // experiment flags at small sizes: 2 KiB payloads, a mixed fleet of 3
 // groups (one worker each, in fleetworker processes), 50 limit keys with a

@@ -169,7 +169,7 @@ func (c *cluster) startWorkers(ctx context.Context, n, concurrency int, onStart 
 		c.mu.Unlock()
 		env := []string{"WORKER_ID=" + name, "WORKER_CONCURRENCY=" + strconv.Itoa(concurrency)}
 		bin, ids := "worker", []string{name}
-		if per > 1 || c.cfg.JobGroups > 0 {
+		if per > 1 || c.cfg.JobGroups > 0 || c.cfg.LeanFleet {
 			size := min(per, n-i*per)
 			bin, ids = "fleetworker", nil
 			var handles []string
@@ -178,6 +178,9 @@ func (c *cluster) startWorkers(ctx context.Context, n, concurrency int, onStart 
 				handles = append(handles, names[(i*per+j)%len(names)])
 			}
 			env = append(env, "FLEET_SIZE="+strconv.Itoa(size))
+			if c.cfg.LeanFleet {
+				env = append(env, "FLEET_LEAN=1")
+			}
 			if c.cfg.JobGroups > 0 {
 				env = append(env, "FLEET_JOB_NAMES="+strings.Join(handles, ","))
 				c.mu.Lock()

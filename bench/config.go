@@ -95,6 +95,13 @@ type Config struct {
 	// Default 1: each worker is a worker process. The recovery scenario
 	// kills a whole process.
 	WorkersPerProcess int
+	// LeanFleet runs the workers in fleetworker processes in their lean
+	// mode (FLEET_LEAN=1): the same protocol under the same ids, sharing
+	// each process's Redis connections, every delivery completed at once
+	// as a no-op. It measures the leader against a fleet larger than the
+	// machine runs (a worker library per worker costs the machine more
+	// than the leader it measures). Drain and sustained only.
+	LeanFleet bool
 	// Concurrency is each worker's WORKER_CONCURRENCY. Default 1000.
 	Concurrency int
 	// SubmitClients is the number of concurrent HTTP clients that post
@@ -236,6 +243,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("WorkersPerProcess: %d, want at least 1", c.WorkersPerProcess)
 	case c.WorkersPerProcess > 1 && slices.Contains(c.Scenarios, ScenarioRecovery):
 		return errors.New("WorkersPerProcess: the recovery scenario kills one worker process, so it needs one worker to a process")
+	case c.LeanFleet && slices.ContainsFunc(c.Scenarios, func(s string) bool { return s != ScenarioDrain && s != ScenarioSustained }):
+		return errors.New("LeanFleet: its workers complete every job at once, so it runs the drain and sustained scenarios only")
 	case c.Concurrency < 1:
 		//lint:ignore ST1005 it starts with the name of the bad field, as all of validate's errors do
 		return fmt.Errorf("Concurrency: %d, want at least 1", c.Concurrency)

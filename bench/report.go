@@ -154,6 +154,9 @@ func (st Settings) shape() string {
 		}
 		parts = append(parts, s)
 	}
+	if st.LeanFleet {
+		parts = append(parts, "a lean simulated fleet: the workers share their process's connections and complete every job at once")
+	}
 	if st.JobGroups > 0 {
 		parts = append(parts, fmt.Sprintf("a mixed fleet: %d groups of workers, each handling only its job name noop_g<g>, jobs spread evenly over the names", st.JobGroups))
 	}

@@ -79,6 +79,7 @@ func run() error {
 	})
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write a CPU profile of every service and worker over the sustained window into `DIR` (sustained-<process>.pprof; go tool pprof reads them)")
 	flag.IntVar(&cfg.PayloadBytes, "payload-bytes", 0, "drain and sustained jobs carry a JSON string payload of `N` bytes, quotes included (batches shrink to fit the 16 MiB batch body limit; experiments only)")
+	flag.BoolVar(&cfg.LeanFleet, "lean-fleet", false, "run the workers as lean simulated workers in fleetworker processes (-workers-per-process to a process): the protocol under many ids, every job completed at once; drain and sustained only")
 	flag.IntVar(&cfg.JobGroups, "job-groups", 0, "a mixed fleet of `G` groups: group g's workers handle only noop_g<g>, the jobs spread over the names (experiments only)")
 	flag.IntVar(&cfg.LimitKeys, "limit-keys", 0, "before the scenarios, `K` concurrency-limit keys each get a limited job left waiting (experiments only)")
 	flag.DurationVar(&cfg.LinkLatency, "link-latency", 0, "put toxiproxy between every service and worker and PostgreSQL and Redis, with this `latency` (whole ms) each way, as between hosts (experiments only)")

@@ -9,6 +9,11 @@
 // the workers of the process, series by series (the bench's sustained
 // scenario counts completions by them).
 //
+// FLEET_LEAN=1 runs the lean fleet instead (lean.go): the same protocol
+// under the same ids, sharing the process's connections, every delivery
+// completed at once, so that the fleet costs the machine little beside
+// the leader it measures.
+//
 // FLEET_JOB_NAMES, when set, replaces the built-in handlers with the
 // built-in noop handler under the names it lists, comma-separated: one
 // name for every worker, or one per worker (FLEET_SIZE of them), worker i
@@ -55,6 +60,7 @@ func run() error {
 	addr := e.String("WORKER_ADDR", "")
 	pprofAddr := e.String("PPROF_ADDR", "")
 	jobNames := e.String("FLEET_JOB_NAMES", "")
+	lean := e.Bool("FLEET_LEAN", false)
 	cfg := worker.Config{
 		RedisURL:          e.String("REDIS_URL", envconf.DefaultRedisURL),
 		RedisPrefix:       e.String("REDIS_PREFIX", ""),
@@ -90,6 +96,13 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if lean {
+		ids := make([]string, size)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%s-%d", id, i)
+		}
+		return runLean(ctx, ids, leanJobTypes(size, names, builtins), cfg, addr, log)
+	}
 
 	workers := make([]*worker.Worker, size)
 	for i := range workers {
