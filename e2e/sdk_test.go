@@ -262,6 +262,21 @@ func goOutput(t *testing.T, dir string, env []string, args ...string) string {
 	return stdout.String()
 }
 
+// outsideModuleEnv is the environment of the README's block for a user's
+// module outside this tree: DTS the checkout, HOME home, and this
+// machine's module and build caches (a new HOME would otherwise mean cold
+// ones). Modules come from the local module cache first and from the
+// configured proxy after it: go mod tidy also wants the modules that
+// dependencies' own tests import, which no build of this tree downloads,
+// so a machine whose cache only ever built the tree lacks them.
+func outsideModuleEnv(t *testing.T, root, home string) []string {
+	t.Helper()
+	goEnv := strings.Fields(goOutput(t, root, nil, "env", "GOMODCACHE", "GOCACHE", "GOPROXY"))
+	return []string{"DTS=" + root, "HOME=" + home, "GOMODCACHE=" + goEnv[0], "GOCACHE=" + goEnv[1],
+		"GOPROXY=file://" + filepath.ToSlash(filepath.Join(goEnv[0], "cache", "download")) + "," + goEnv[2],
+		"GOFLAGS=-modcacherw", "GOSUMDB=off", "GOTOOLCHAIN=local", "GOWORK="}
+}
+
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
@@ -282,13 +297,10 @@ func TestReadmeOutsideModule(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 	block := readmeBlock(t, filepath.Join(root, "README.md"), "<!-- outside-module:")
-	// HOME is new, so the caches are named: a cold build cache would take a
-	// minute.
-	goEnv := strings.Fields(goOutput(t, root, nil, "env", "GOMODCACHE", "GOCACHE"))
+	// HOME is new, so the caches are named (outsideModuleEnv): a cold build
+	// cache would take a minute.
 	user, home := t.TempDir(), t.TempDir()
-	env := []string{"DTS=" + root, "HOME=" + home, "GOMODCACHE=" + goEnv[0], "GOCACHE=" + goEnv[1],
-		"GOPROXY=file://" + filepath.ToSlash(filepath.Join(goEnv[0], "cache", "download")),
-		"GOFLAGS=-modcacherw", "GOSUMDB=off", "GOTOOLCHAIN=local", "GOWORK="}
+	env := outsideModuleEnv(t, root, home)
 	writeFile(t, filepath.Join(user, "go.mod"), "module example.com/mine\n\ngo 1.26.8\n")
 	writeFile(t, filepath.Join(user, "main.go"), sdkUserMain)
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block+"\ngo build -o mine .\n")

@@ -64,15 +64,12 @@ func TestSDKDocGo(t *testing.T) {
 	c.startSubmitter()
 	c.startCoordinator("c1")
 	root := repoRoot(t)
-	goEnv := strings.Fields(goOutput(t, root, nil, "env", "GOMODCACHE", "GOCACHE"))
 	user := t.TempDir()
 	writeFile(t, filepath.Join(user, "go.mod"), "module example.com/docprog\n\ngo 1.26.8\n")
 	writeFile(t, filepath.Join(user, "main.go"), sdkDocProgram(t, c, "Go", "go"))
 	block := readmeBlock(t, filepath.Join(root, "README.md"), "<!-- outside-module:")
 	block = block[:strings.Index(block, "# dtsctl")] // the modules only
-	env := []string{"DTS=" + root, "HOME=" + t.TempDir(), "GOMODCACHE=" + goEnv[0], "GOCACHE=" + goEnv[1],
-		"GOPROXY=file://" + filepath.ToSlash(filepath.Join(goEnv[0], "cache", "download")),
-		"GOFLAGS=-modcacherw", "GOSUMDB=off", "GOTOOLCHAIN=local", "GOWORK="}
+	env := outsideModuleEnv(t, root, t.TempDir())
 	build := exec.Command("bash", "-euo", "pipefail", "-c", block+"\ngo build -o docprog .\n")
 	build.Dir, build.Env = user, append(os.Environ(), env...)
 	if out, err := build.CombinedOutput(); err != nil {
