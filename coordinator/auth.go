@@ -246,10 +246,15 @@ func (c *Coordinator) filterUnregistered(l *leaderState, rs []queue.ReceivedResu
 	if len(rs) == 0 {
 		return rs
 	}
-	known := map[string]bool{}
-	for _, w := range l.workers.Snapshot() {
-		known[w.ID] = true
+	// The ids of a read: a worker's results come in runs (one batch entry
+	// each), so this is about one id per worker that sent.
+	ids := make([]string, 0, 8)
+	for i := range rs {
+		if id := rs[i].Result.WorkerID; i == 0 || id != rs[i-1].Result.WorkerID {
+			ids = append(ids, id)
+		}
 	}
+	known := l.workers.Known(ids)
 	var kept []queue.ReceivedResult
 	for i, r := range rs {
 		if known[r.Result.WorkerID] {

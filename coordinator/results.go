@@ -208,10 +208,18 @@ func wholeEntries(rs []queue.ReceivedResult, max int) int {
 }
 
 // entryIDs returns the ids of the entries of rs and of bad, each once.
+// The results of an entry are adjacent in rs, so rs alone needs no sort
+// (a read of a large fleet's small batches holds many entries); bad,
+// rare, can repeat them.
 func entryIDs(rs []queue.ReceivedResult, bad []string) []string {
 	ids := make([]string, 0, len(rs)+len(bad))
-	for _, r := range rs {
-		ids = append(ids, r.ID)
+	for i := range rs {
+		if i == 0 || rs[i].ID != rs[i-1].ID {
+			ids = append(ids, rs[i].ID)
+		}
+	}
+	if len(bad) == 0 {
+		return ids
 	}
 	ids = append(ids, bad...)
 	slices.Sort(ids)

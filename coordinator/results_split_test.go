@@ -37,3 +37,22 @@ func TestSplitProgress(t *testing.T) {
 		t.Errorf("latest = %+v, want job 1 token 10 at 50, then token 11", latest)
 	}
 }
+
+// TestEntryIDs: each entry once, whether its results are many (a batch) or
+// one, and with the ids of undecodable results, which may repeat them.
+func TestEntryIDs(t *testing.T) {
+	rr := func(id string) queue.ReceivedResult { return queue.ReceivedResult{ID: id} }
+	rs := []queue.ReceivedResult{rr("1-0"), rr("1-0"), rr("1-0"), rr("2-0"), rr("3-0"), rr("3-0")}
+	if got := entryIDs(rs, nil); !slices.Equal(got, []string{"1-0", "2-0", "3-0"}) {
+		t.Errorf("entryIDs(rs) = %v", got)
+	}
+	if got := entryIDs(rs, []string{"3-0", "4-0", "4-0"}); !slices.Equal(got, []string{"1-0", "2-0", "3-0", "4-0"}) {
+		t.Errorf("entryIDs(rs, bad) = %v", got)
+	}
+	if got := entryIDs(nil, []string{"4-0", "4-0"}); !slices.Equal(got, []string{"4-0"}) {
+		t.Errorf("entryIDs(nil, bad) = %v", got)
+	}
+	if got := entryIDs(nil, nil); len(got) != 0 {
+		t.Errorf("entryIDs(nil, nil) = %v", got)
+	}
+}

@@ -70,6 +70,9 @@ type Worker struct {
 	lastAssigned   uint64
 	LastAssignedAt time.Time
 	InFlight       map[int64]int64 // job id → lease token
+	// groupKey names its slot group (Slots): its types and queues, made
+	// when a heartbeat sets them rather than in every dispatch round.
+	groupKey string
 }
 
 // State returns the worker's state.
@@ -97,8 +100,6 @@ func (w *Worker) free() int {
 
 // freeSlots is how many more jobs it would start at once.
 func (w *Worker) freeSlots() int { return min(w.free(), max(w.Concurrency-w.busySlots(), 0)) }
-
-func (w *Worker) any() bool { return slices.Contains(w.Types, "*") }
 
 // Registry is safe for concurrent use.
 type Registry struct {
@@ -148,7 +149,21 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat, now time.Time) (joined bool) {
 		w.Protocol = 1 // a worker that does not say speaks version 1
 	}
 	w.Queues = checkQueues(hb.Queues, w.Queues)
+	w.groupKey = groupKey(w.Types, w.Queues)
 	return joined
+}
+
+// groupKey is the slot group of workers with these types and queues: the
+// catch-all "*" or the types, then the queues if the worker names any.
+func groupKey(types []string, queues []wire.QueueWeight) string {
+	k := strings.Join(types, "\x00")
+	if slices.Contains(types, "*") {
+		k = "*"
+	}
+	if queues != nil {
+		k += "\x01" + wire.FormatQueueWeights(queues)
+	}
+	return k
 }
 
 // checkQueues returns the queue list of a heartbeat, keeping the previous
@@ -323,14 +338,7 @@ func (r *Registry) Slots(max int) []SlotGroup {
 		// only from its leases, until its first heartbeat) gets nothing: a
 		// group without names would claim every name.
 		if w.free() > 0 && len(w.Types) > 0 {
-			k := strings.Join(w.Types, "\x00")
-			if w.any() {
-				k = "*"
-			}
-			if w.Queues != nil {
-				k += "\x01" + wire.FormatQueueWeights(w.Queues)
-			}
-			byKey[k] = append(byKey[k], w)
+			byKey[w.groupKey] = append(byKey[w.groupKey], w)
 		}
 	}
 	keys := make([]string, 0, len(byKey))
@@ -456,6 +464,21 @@ func (r *Registry) Codec(id string) int {
 		return w.Codec
 	}
 	return wire.CodecJSON
+}
+
+// Known returns which of ids the registry holds, in any state (gone ones
+// included, until Remove forgets them), under one lock: the result reader
+// asks it for every read, so it copies nothing else.
+func (r *Registry) Known(ids []string) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if _, ok := r.workers[id]; ok {
+			out[id] = true
+		}
+	}
+	return out
 }
 
 // Usable reports whether a worker is known, alive, not draining, and

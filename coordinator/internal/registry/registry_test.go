@@ -252,6 +252,26 @@ func TestUsable(t *testing.T) {
 	}
 }
 
+// TestKnown: every worker the registry holds is known, whatever its state
+// (a gone one until Remove forgets it, one only seen holding a lease), and
+// nothing else.
+func TestKnown(t *testing.T) {
+	t.Parallel()
+	r := New(time.Second)
+	r.Heartbeat(hb("a", 1), t0)
+	r.Heartbeat(hb("old", 1), t0.Add(-time.Hour))
+	r.Expire(t0)
+	r.Assigned("leased", 1, 11, t0)
+	want := map[string]bool{"a": true, "old": true, "leased": true}
+	if got := r.Known([]string{"a", "old", "leased", "unknown", "a"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Known = %v, want %v", got, want)
+	}
+	r.Remove(t0.Add(2*time.Hour), time.Minute)
+	if got := r.Known([]string{"old"}); len(got) != 0 {
+		t.Fatalf("Known after Remove = %v, want old forgotten", got)
+	}
+}
+
 // TestSlotsPrefetchAfterFreeSlots: a worker's prefetch is offered only
 // after every free slot of its group, so a job waits on a busy worker only
 // when no worker has a slot for it.
