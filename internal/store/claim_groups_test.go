@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,5 +154,67 @@ func TestJobClaimGroupsOfOneNameReadOnlyTheirJobs(t *testing.T) {
 	}
 	if n != 20 || read > 100 {
 		t.Errorf("two groups of one name claimed %d jobs reading %d rows; want 20 reading about 40", n, read)
+	}
+}
+
+// TestJobClaimGroupsReadEachRowOnce: without jobs_name_due_idx, in a
+// backlog of 20,000 jobs over 50 names, 50 groups of one name claim 10
+// jobs each in one walk of the due jobs: about as many rows read as
+// leased, not a walk per group past the other 49 names' rows (some
+// 25,000 rows). Each job goes to a slot of its own name's group.
+func TestJobClaimGroupsReadEachRowOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(t, `INSERT INTO jobs (name) SELECT 'n' || (i % 50) FROM generate_series(1, 20000) AS i`)
+	e.exec(t, `ANALYZE jobs`)
+	conn, err := pgx.Connect(e.ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	for _, sql := range []string{`SET plan_cache_mode = force_generic_plan`, `BEGIN`} {
+		if _, err := conn.Exec(e.ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var types, slots []string
+	var typeEnds, slotEnds []int32
+	for g := range 50 {
+		types = append(types, fmt.Sprintf("n%d", g))
+		for range 10 {
+			slots = append(slots, fmt.Sprintf("w%d", g))
+		}
+		typeEnds, slotEnds = append(typeEnds, int32(len(types))), append(slotEnds, int32(len(slots)))
+	}
+	rows, err := conn.Query(e.ctx, `SELECT name, worker_id FROM dts_claim_group_jobs($1, $2, $3, $4, $5, $6, $7, 60000)`,
+		e.epoch, types, typeEnds, make([]bool, 50), slots, slotEnds, store.NewLeaseTokens(len(slots)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perGroup := map[string]int{}
+	for rows.Next() {
+		var name, worker string
+		if err := rows.Scan(&name, &worker); err != nil {
+			t.Fatal(err)
+		}
+		if worker != "w"+strings.TrimPrefix(name, "n") {
+			t.Errorf("a job of %s went to %s", name, worker)
+		}
+		perGroup[name]++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range types {
+		if perGroup[name] != 10 {
+			t.Errorf("group %s leased %d jobs, want 10 (all: %v)", name, perGroup[name], perGroup)
+		}
+	}
+	var read int64
+	if err := conn.QueryRow(e.ctx, `SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`).Scan(&read); err != nil {
+		t.Fatal(err)
+	}
+	if read > 2000 {
+		t.Errorf("50 groups leased 500 jobs reading %d rows; want about 1,000 (the walk and the lock)", read)
 	}
 }

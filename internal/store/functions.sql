@@ -168,23 +168,30 @@ $$;
 --
 -- Group g takes the names p_types[p_type_ends[g-1]+1 : p_type_ends[g]]
 -- (any name when p_any[g]) and the slots p_slots[p_slot_ends[g-1]+1 :
--- p_slot_ends[g]] (p_*_ends[0] is 0). Each group in turn locks its due
--- jobs in priority order, as dts_claim_jobs does, up to its slots; then one
--- UPDATE leases them all, each job to a slot of the group that locked it.
--- The groups' names must not overlap, and a group of any name must be
--- alone (the caller checks): a row this transaction has locked is not
--- skipped by its own next SKIP LOCKED, so two groups could lock the same
--- job. Plans are pinned like dts_claim_jobs's.
+-- p_slot_ends[g]] (p_*_ends[0] is 0), and leases its due jobs in priority
+-- order up to its slots, each job to a slot of its group. The groups'
+-- names must not overlap, and a group of any name must be alone (the
+-- caller checks). Plans are pinned like dts_claim_jobs's.
 --
--- A group of one name asks for that name alone (j.name = types[1]), so
--- that where an operator has created jobs_name_due_idx (docs/operations.md,
--- "Mixed fleets") its claim reads that name's due jobs in claim order
--- instead of walking jobs_due_idx past every other name's, reading the
--- heap of each job it skips. dts does not create that index: it makes
--- every job's insert dearer, for every fleet (docs/benchmarks.md, Mixed
--- fleets). Without it both branches walk jobs_due_idx alike. Groups of
--- several names keep the walk: a claim over several names of the name
--- index would have to sort all their due jobs.
+-- Two ways, by what the server has:
+--
+-- One walk (the default). jobs_due_idx is ordered by priority and due
+-- time, not by name, so a group that walked it for its own jobs read the
+-- heap of every other name's job it passed: with 50 equal groups, each
+-- group's walk read some 50 rows per row it claimed, and the claim read
+-- 50 times what it leased. Instead one walk over the due jobs of all the
+-- groups' names hands each row to its group while the group has room, and
+-- ends when every group is full or the due jobs run out: it reads each
+-- row once, as far as the longest of the groups' walks went. The walk
+-- does not lock; the rows it chose are locked after it (SKIP LOCKED, the
+-- status and due time checked again), as only the leader claims.
+--
+-- A walk per group, where an operator has created jobs_name_due_idx
+-- (docs/operations.md, "Mixed fleets"): a group of one name then reads its
+-- own due jobs in claim order from that index and nothing else. dts does
+-- not create that index: it makes every job's insert dearer, for every
+-- fleet (docs/benchmarks.md, Mixed fleets). A single group claims this way
+-- too (its walk is the one walk).
 CREATE OR REPLACE FUNCTION dts_claim_group_jobs(p_epoch bigint, p_types text[], p_type_ends integer[], p_any boolean[],
                                                 p_slots text[], p_slot_ends integer[], p_tokens bigint[],
                                                 p_lease_ms bigint)
@@ -202,32 +209,96 @@ DECLARE
     types text[];
     type_lo integer := 0;
     slot_lo integer := 0;
+    ngroups integer := cardinality(p_slot_ends);
+    type_group integer[];
+    room integer[];
+    next_slot integer[];
+    left_total integer;
+    cand_ids bigint[] := '{}';
+    cand_groups integer[] := '{}';
+    r record;
+    g integer;
 BEGIN
     PERFORM dts_fence(p_epoch);
-    FOR g IN 1 .. cardinality(p_slot_ends) LOOP
-        types := CASE WHEN p_any[g] THEN NULL ELSE p_types[type_lo + 1 : p_type_ends[g]] END;
-        IF cardinality(types) = 1 THEN
-            got := ARRAY(
-                SELECT j.id FROM jobs j
-                WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-                  AND j.name = types[1]
-                ORDER BY j.priority DESC, j.next_run_at, j.id
-                LIMIT p_slot_ends[g] - slot_lo
-                FOR UPDATE SKIP LOCKED);
-        ELSE
-            got := ARRAY(
-                SELECT j.id FROM jobs j
-                WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-                  AND (types IS NULL OR j.name = ANY(types))
-                ORDER BY j.priority DESC, j.next_run_at, j.id
-                LIMIT p_slot_ends[g] - slot_lo
-                FOR UPDATE SKIP LOCKED);
+    IF ngroups > 1 AND to_regclass('jobs_name_due_idx') IS NULL THEN
+        -- One walk. Every group names its types here (none takes any
+        -- name: the caller refuses that beside another group).
+        type_group := array_fill(0, ARRAY[cardinality(p_types)]);
+        room := array_fill(0, ARRAY[ngroups]);
+        next_slot := array_fill(0, ARRAY[ngroups]);
+        FOR g IN 1 .. ngroups LOOP
+            FOR t IN type_lo + 1 .. p_type_ends[g] LOOP
+                type_group[t] := g;
+            END LOOP;
+            -- A group of no names takes nothing (and must not keep the
+            -- walk going for ever).
+            room[g] := CASE WHEN p_type_ends[g] > type_lo THEN p_slot_ends[g] - slot_lo ELSE 0 END;
+            next_slot[g] := slot_lo + 1;
+            type_lo := p_type_ends[g];
+            slot_lo := p_slot_ends[g];
+        END LOOP;
+        SELECT sum(x) INTO left_total FROM unnest(room) AS x;
+        IF left_total = 0 OR cardinality(p_types) = 0 THEN
+            RETURN;
         END IF;
-        ids := ids || got;
-        slots := slots || p_slots[slot_lo + 1 : slot_lo + cardinality(got)];
-        type_lo := p_type_ends[g];
-        slot_lo := p_slot_ends[g];
-    END LOOP;
+        FOR r IN
+            SELECT j.id, j.name FROM jobs j
+            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+              AND j.name = ANY(p_types)
+            ORDER BY j.priority DESC, j.next_run_at, j.id
+        LOOP
+            g := type_group[array_position(p_types, r.name)];
+            IF room[g] > 0 THEN
+                cand_ids := cand_ids || r.id;
+                cand_groups := cand_groups || g;
+                room[g] := room[g] - 1;
+                left_total := left_total - 1;
+                EXIT WHEN left_total = 0;
+            END IF;
+        END LOOP;
+        IF cardinality(cand_ids) = 0 THEN
+            RETURN;
+        END IF;
+        got := ARRAY(
+            SELECT j.id FROM jobs j
+            WHERE j.id = ANY(cand_ids)
+              AND j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+            FOR UPDATE SKIP LOCKED);
+        FOR i IN 1 .. cardinality(cand_ids) LOOP
+            -- Almost always every chosen row is locked; otherwise leave
+            -- out those that were not (taken or changed meanwhile).
+            CONTINUE WHEN cardinality(got) < cardinality(cand_ids) AND NOT cand_ids[i] = ANY(got);
+            g := cand_groups[i];
+            ids := ids || cand_ids[i];
+            slots := slots || p_slots[next_slot[g]];
+            next_slot[g] := next_slot[g] + 1;
+        END LOOP;
+    ELSE
+        FOR g IN 1 .. ngroups LOOP
+            types := CASE WHEN p_any[g] THEN NULL ELSE p_types[type_lo + 1 : p_type_ends[g]] END;
+            IF cardinality(types) = 1 THEN
+                got := ARRAY(
+                    SELECT j.id FROM jobs j
+                    WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+                      AND j.name = types[1]
+                    ORDER BY j.priority DESC, j.next_run_at, j.id
+                    LIMIT p_slot_ends[g] - slot_lo
+                    FOR UPDATE SKIP LOCKED);
+            ELSE
+                got := ARRAY(
+                    SELECT j.id FROM jobs j
+                    WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+                      AND (types IS NULL OR j.name = ANY(types))
+                    ORDER BY j.priority DESC, j.next_run_at, j.id
+                    LIMIT p_slot_ends[g] - slot_lo
+                    FOR UPDATE SKIP LOCKED);
+            END IF;
+            ids := ids || got;
+            slots := slots || p_slots[slot_lo + 1 : slot_lo + cardinality(got)];
+            type_lo := p_type_ends[g];
+            slot_lo := p_slot_ends[g];
+        END LOOP;
+    END IF;
     IF cardinality(ids) = 0 THEN
         RETURN;
     END IF;
