@@ -120,7 +120,9 @@ func runLean(ctx context.Context, ids []string, jobTypes [][]string, cfg worker.
 	}
 	wg.Go(func() { f.heartbeatLoop(ctx) })
 	wg.Wait()
-	// Every popped delivery was reported in its sweep: say stopped.
+	// Say stopped. A delivery a sweep popped but could not report before
+	// ctx ended is still held, so the last heartbeat names it and the
+	// leader gives it back.
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return f.heartbeatAll(stopCtx, true, true)
@@ -195,7 +197,8 @@ func (f *leanFleet) take(w *leanWorker, vals []string) []wire.Delivery {
 }
 
 // report sends each worker's completions as one result batch entry, as a
-// worker's send loop does with the results it has ready.
+// worker's send loop does with the results it has ready. Batches with
+// logs (wire.CodecLogs): the fleet runs against a leader of its own build.
 func (f *leanFleet) report(ctx context.Context, s *leanShard, byWorker [][]wire.Delivery) error {
 	now := time.Now()
 	pipe := f.rdb.Pipeline()
