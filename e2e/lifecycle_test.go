@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -229,6 +230,13 @@ func TestGracefulShutdownHandsJobsBack(t *testing.T) {
 	long := c.submit(map[string]any{"name": "sleep", "payload": map[string]any{"seconds": 5}})
 	c.waitStatus(short, "leased", 10*time.Second)
 	c.waitStatus(long, "leased", 10*time.Second)
+	// Leased is not started: a delivery wa has not started when its drain
+	// begins is handed back unrun. Its log (LOG_LEVEL=debug) says when
+	// both handlers have started.
+	c.eventually(10*time.Second, "wa to start both jobs", func() bool {
+		b, err := os.ReadFile(a.log)
+		return err == nil && strings.Count(string(b), `"msg":"attempt started"`) >= 2
+	})
 	// wb starts while wa drains, not before the SIGTERM: a race-built
 	// worker can take longer to start on a loaded machine than the long
 	// job takes to run.
