@@ -48,12 +48,7 @@ func TestQuickRun(t *testing.T) {
 	t.Parallel()
 	cfg := testCluster(t, pgtest.NewDatabase(t))
 	cfg = Quick(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rep := runQuick(t, cfg, 3*time.Minute)
 
 	d := rep.Drain
 	if d == nil || d.Completed != int64(cfg.DrainJobs) || d.Jobs != int64(cfg.DrainJobs) {
@@ -157,6 +152,18 @@ func testCluster(t *testing.T, db string) Config {
 		RedisPrefix: redistest.Prefix(t), BinDir: builtBinaries(t)}
 }
 
+// runQuick runs cfg within the given time and fails t if the run fails.
+func runQuick(t *testing.T, cfg Config, within time.Duration) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rep
+}
+
 // builtBinaries builds the services and the fleetworker once for every
 // test of the binary; TestMain removes them.
 func builtBinaries(t *testing.T) string {
@@ -191,12 +198,8 @@ func TestQuickFleet(t *testing.T) {
 	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency = 6, 3, 8
 	cfg.DrainJobs = 600
 	cfg.ProfileDir = t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rep := runQuick(t, cfg, 2*time.Minute)
+	ctx := t.Context()
 	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
 		t.Fatalf("drain: %+v, want all %d jobs completed", d, cfg.DrainJobs)
 	}
@@ -261,12 +264,8 @@ func TestQuickLeanFleet(t *testing.T) {
 	cfg = Quick(cfg)
 	cfg.Workers, cfg.WorkersPerProcess, cfg.Concurrency, cfg.LeanFleet = 30, 15, 8, true
 	cfg.DrainJobs = 3000
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rep := runQuick(t, cfg, 2*time.Minute)
+	ctx := t.Context()
 	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
 		t.Fatalf("drain: %+v, want all %d jobs completed", d, cfg.DrainJobs)
 	}
@@ -314,12 +313,8 @@ func TestQuickShapes(t *testing.T) {
 	cfg.LimitKeys = 50
 	cfg = Quick(cfg)
 	cfg.Workers = 3
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rep := runQuick(t, cfg, 2*time.Minute)
+	ctx := t.Context()
 	var out bytes.Buffer
 	if err := rep.WriteTable(&out); err != nil {
 		t.Fatal(err)
@@ -502,12 +497,7 @@ func TestQuickLinkLatency(t *testing.T) {
 	cfg.Scenarios = []string{ScenarioDrain, ScenarioLatency}
 	cfg.LinkLatency = time.Millisecond
 	cfg = Quick(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rep := runQuick(t, cfg, 2*time.Minute)
 	var out bytes.Buffer
 	if err := rep.WriteTable(&out); err != nil {
 		t.Fatal(err)

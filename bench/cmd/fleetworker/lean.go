@@ -22,8 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -34,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtsched/dts/internal/queue"
+	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/wire"
 	"github.com/dtsched/dts/worker"
 )
@@ -99,21 +98,14 @@ func runLean(ctx context.Context, ids []string, jobTypes [][]string, cfg worker.
 	if err := f.heartbeatAll(ctx, false, true); err != nil {
 		return err
 	}
-	if addr != "" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			fmt.Fprintf(w, "dts_worker_attempts_total{outcome=%q} %d\n", "completed", f.completed.Load())
-		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
+	stopHTTP, err := serveHTTP(addr, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "dts_worker_attempts_total{outcome=%q} %d\n", "completed", f.completed.Load())
+	})
+	if err != nil {
+		return err
 	}
+	defer stopHTTP()
 	var wg sync.WaitGroup
 	for _, s := range f.shards {
 		wg.Go(func() { f.sweepLoop(ctx, s) })
@@ -135,7 +127,7 @@ func (f *leanFleet) sweepLoop(ctx context.Context, s *leanShard) {
 		if err != nil {
 			if ctx.Err() == nil {
 				f.log.Error("sweep failed", "error", err)
-				sleepCtx(ctx, 200*time.Millisecond)
+				_ = retry.Sleep(ctx, 200*time.Millisecond)
 			}
 			continue
 		}
@@ -226,7 +218,7 @@ func (f *leanFleet) report(ctx context.Context, s *leanShard, byWorker [][]wire.
 			return err
 		}
 		f.log.Error("send results failed; retrying", "error", err)
-		sleepCtx(ctx, 100*time.Millisecond)
+		_ = retry.Sleep(ctx, 100*time.Millisecond)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -330,15 +322,6 @@ func (f *leanFleet) heartbeatAll(ctx context.Context, stopped, all bool) error {
 	}
 	_, err := pipe.Exec(ctx)
 	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d + rand.N(d/4+1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // leanJobTypes is what each worker announces: the one name FLEET_JOB_NAMES

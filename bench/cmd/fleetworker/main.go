@@ -121,18 +121,11 @@ func run() error {
 		}
 		workers[i] = w
 	}
-	if addr != "" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { writeSummed(w, workers) })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
+	stopHTTP, err := serveHTTP(addr, func(w http.ResponseWriter, _ *http.Request) { writeSummed(w, workers) })
+	if err != nil {
+		return err
 	}
+	defer stopHTTP()
 	var wg sync.WaitGroup
 	errs := make([]error, size)
 	for i, w := range workers {
@@ -140,6 +133,24 @@ func run() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// serveHTTP answers GET /healthz and GET /metrics (with metrics) on addr
+// until the returned stop is called; with addr empty it serves nothing.
+func serveHTTP(addr string, metrics http.HandlerFunc) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /metrics", metrics)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 // handlers collects the built-in handlers by name.
