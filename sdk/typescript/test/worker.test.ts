@@ -21,7 +21,13 @@ before(async () => {
   rdb = shared.rdb = await server.client();
 });
 
+// Workers a test started and did not stop (it failed first): stopped
+// here, or their Redis clients, reconnecting for ever, would keep node
+// from exiting and the run would hang instead of reporting the failure.
+const live = new Set<Harness>();
+
 after(async () => {
+  for (const h of live) await within(10_000, `worker ${h.id} to stop after its test`, h.stop()).catch(() => h.w.stop());
   rdb?.destroy();
   await server.close();
 });
@@ -74,12 +80,14 @@ class Harness {
 
   start(): this {
     this.done = this.w.run();
+    live.add(this);
     return this;
   }
 
   async stop(): Promise<void> {
     this.w.stop();
     await this.done;
+    live.delete(this);
   }
 
   /** deliver pushes deliveries (job_id and lease_token as decimal text) as the coordinator does. */
