@@ -25,7 +25,7 @@ func BenchmarkClaimUnlimited(b *testing.B) {
 	if os.Getenv("DTS_BENCH_NO_BACKLOG") != "" {
 		backlog = 0
 	}
-	benchClaimShape(b, backlog, 0, 0)
+	benchClaimShape(b, backlog, 0, 0, 0, nil)
 }
 
 // BenchmarkClaimShapes measures what the claim of unlimited jobs costs as
@@ -39,7 +39,12 @@ func BenchmarkClaimUnlimited(b *testing.B) {
 //     offers that claim half the slots; here it finds none startable);
 //   - queues=N: the 500 jobs and the backlog spread over N queues, claimed
 //     by the claim that honours queues with a weighted share per queue, as
-//     for workers that list N queues in WORKER_QUEUES.
+//     for workers that list N queues in WORKER_QUEUES;
+//   - names=10: claimed for ten names of which one has jobs, as for the
+//     worker binary's built-in handlers in a drain of one name;
+//   - groups=N: the jobs and the backlog spread over N names, claimed for
+//     N groups of one name each in one call (JobClaimGroups), as for a
+//     mixed fleet.
 //
 // ns/job is one job's insert, claim and completion; ns/claim the claim's
 // part (for limitkeys, both claims).
@@ -48,15 +53,20 @@ func BenchmarkClaimShapes(b *testing.B) {
 		name      string
 		limitKeys int
 		queues    int
+		groups    int
+		types     []string
 	}{
 		{name: "plain"},
 		{name: "limitkeys=10000", limitKeys: 10_000},
 		{name: "queues=1", queues: 1},
 		{name: "queues=100", queues: 100},
 		{name: "queues=1000", queues: 1000},
+		{name: "names=10", types: []string{"a", "b", "bench", "c", "d", "e", "f", "g", "h", "i"}},
+		{name: "groups=1", groups: 1},
+		{name: "groups=50", groups: 50},
 	} {
 		b.Run(shape.name, func(b *testing.B) {
-			benchClaimShape(b, 10_000, shape.limitKeys, shape.queues)
+			benchClaimShape(b, 10_000, shape.limitKeys, shape.queues, shape.groups, shape.types)
 		})
 	}
 }
@@ -64,7 +74,7 @@ func BenchmarkClaimShapes(b *testing.B) {
 // benchClaimShape runs the loop over a backlog of that many due jobs of
 // lower priority, with limitKeys full limit keys and the jobs spread over
 // that many queues (0: none).
-func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
+func benchClaimShape(b *testing.B, backlog, limitKeys, queues, groups int, types []string) {
 	ctx := b.Context()
 	url := pgtest.NewDatabase(b)
 	s, epoch := openBenchStore(b, url, store.Options{MaxConns: 4, PinIndexPlans: true})
@@ -79,10 +89,24 @@ func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
 		}
 		return names[i%queues]
 	}
+	nameOf := func(i int) string {
+		if groups == 0 {
+			return "bench"
+		}
+		return fmt.Sprintf("n%02d", i%groups)
+	}
+	var claimGroups []store.ClaimGroup
+	for g := range groups {
+		cg := store.ClaimGroup{Types: []string{nameOf(g)}}
+		for range batch / groups {
+			cg.Slots = append(cg.Slots, "w")
+		}
+		claimGroups = append(claimGroups, cg)
+	}
 	insert := func(n, prio int) {
 		ps := make([]store.JobInsertParams, n)
 		for i := range ps {
-			ps[i] = store.JobInsertParams{Name: "bench", Priority: prio, MaxRetries: 1, Queue: queueOf(i)}
+			ps[i] = store.JobInsertParams{Name: nameOf(i), Priority: prio, MaxRetries: 1, Queue: queueOf(i)}
 		}
 		if _, err := s.JobInsert(ctx, ps); err != nil {
 			b.Fatal(err)
@@ -137,13 +161,16 @@ func benchClaimShape(b *testing.B, backlog, limitKeys, queues int) {
 		}
 	}
 	claim := func() ([]store.Claimed, error) {
-		p := store.JobClaimParams{Epoch: epoch, Slots: slots, Lease: time.Minute}
+		p := store.JobClaimParams{Epoch: epoch, Types: types, Slots: slots, Lease: time.Minute}
 		if limitKeys > 0 {
 			got, err := s.JobClaimLimited(ctx, store.JobClaimLimitedParams{
 				JobClaimParams: store.JobClaimParams{Epoch: epoch, Slots: slots[:batch/2], Lease: time.Minute}})
 			if err != nil || len(got) != 0 {
 				b.Fatalf("limited claim = %d jobs, %v; every key is full", len(got), err)
 			}
+		}
+		if groups > 0 {
+			return s.JobClaimGroups(ctx, store.JobClaimGroupsParams{Epoch: epoch, Groups: claimGroups, Lease: time.Minute})
 		}
 		if queues == 0 {
 			return s.JobClaimBatch(ctx, p)

@@ -109,29 +109,115 @@ BEGIN
 END
 $$;
 
+-- dts_lock_due_jobs locks up to p_n due jobs without a limit_key of the
+-- names p_types (NULL: any name) in claim order (priority, due time, id)
+-- and returns their ids in that order. It is the lock of dts_claim_jobs
+-- and dts_claim_group_jobs.
+--
+-- jobs_name_due_idx (migration 021) holds each name's waiting jobs in
+-- claim order, so a claim reads only its own names' jobs, however many
+-- of other names wait ahead of them:
+--   - one name with due jobs (the usual case, and every drain of one
+--     name): that name's range, locked as it is read (SKIP LOCKED);
+--   - several: each name's best p_n, the best p_n of those, then locked
+--     by primary key in that order (SKIP LOCKED, due state checked
+--     again). Only the leader claims unlimited jobs, one claim at a time,
+--     so all of them are almost always locked; one changed meanwhile
+--     (canceled, say) is left out, and the claim leases fewer;
+--   - any name: the names with waiting jobs first, one index descent
+--     each, then as for several.
+-- Finding which names have due jobs costs one descent per name.
+CREATE OR REPLACE FUNCTION dts_lock_due_jobs(p_types text[], p_n integer) RETURNS bigint[]
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+DECLARE
+    names text[] := p_types;
+    cand bigint[];
+BEGIN
+    IF p_n <= 0 THEN
+        RETURN '{}';
+    END IF;
+    IF names IS NULL THEN
+        names := ARRAY(
+            WITH RECURSIVE waiting(name) AS (
+                (SELECT j.name FROM jobs j
+                 WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL
+                 ORDER BY j.name LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.name FROM jobs j
+                        WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.name > w.name
+                        ORDER BY j.name LIMIT 1)
+                FROM waiting w WHERE w.name IS NOT NULL)
+            SELECT w.name FROM waiting w WHERE w.name IS NOT NULL);
+    END IF;
+    IF cardinality(names) > 1 THEN
+        -- A LATERAL with LIMIT 1, not EXISTS: planned without statistics
+        -- (a fresh install, a bulk load), EXISTS became a join that read
+        -- every due job once per name (100 ms per claim at 200,000).
+        names := ARRAY(
+            SELECT t.name FROM unnest(names) AS t(name) CROSS JOIN LATERAL (
+                SELECT 1 FROM jobs j
+                WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL
+                  AND j.next_run_at <= now() AND j.name = t.name
+                LIMIT 1) AS due);
+    END IF;
+    IF coalesce(cardinality(names), 0) = 0 THEN
+        RETURN '{}';
+    END IF;
+    IF cardinality(names) = 1 THEN
+        RETURN ARRAY(
+            SELECT j.id FROM jobs j
+            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+              AND j.name = names[1]
+            ORDER BY j.priority DESC, j.next_run_at, j.id
+            LIMIT p_n
+            FOR UPDATE SKIP LOCKED);
+    END IF;
+    cand := ARRAY(
+        SELECT c.id FROM unnest(names) AS t(name) CROSS JOIN LATERAL (
+            SELECT j.id, j.priority, j.next_run_at FROM jobs j
+            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+              AND j.name = t.name
+            ORDER BY j.priority DESC, j.next_run_at, j.id
+            LIMIT p_n) c
+        ORDER BY c.priority DESC, c.next_run_at, c.id
+        LIMIT p_n);
+    -- Each row by its primary key (a LATERAL, so that a plan made without
+    -- statistics cannot join the ids against a scan of every due job).
+    RETURN ARRAY(
+        SELECT l.id FROM unnest(cand) WITH ORDINALITY AS u(id, o) CROSS JOIN LATERAL (
+            SELECT j.id FROM jobs j
+            WHERE j.id = u.id
+              AND j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+            FOR UPDATE SKIP LOCKED) AS l
+        ORDER BY u.o);
+END
+$$;
+
 -- dts_claim_jobs leases due jobs to free slots in one round trip (and one
 -- commit) instead of four (BEGIN, lock, update, COMMIT): on a busy machine
 -- every round trip is a wake-up of two processes, and the claim is on the
 -- path of every job's start.
 --
--- It locks the due jobs in priority order (SKIP LOCKED, so concurrent
--- claimers never wait on each other), then leases them by primary key, the
--- i-th locked job to the i-th slot with the i-th fencing token. The tokens
--- come from the coordinator (crypto/rand, 63 bits): unguessable, so a
--- worker cannot forge another worker's result. The UPDATE needs no state
--- guard: the rows are locked by this transaction. The leader's epoch is
--- checked first (dts_fence).
+-- It locks the due jobs in priority order (dts_lock_due_jobs: SKIP
+-- LOCKED, so concurrent claimers never wait on each other), then leases
+-- them by primary key, the i-th locked job to the i-th slot with the i-th
+-- fencing token. The tokens come from the coordinator (crypto/rand, 63
+-- bits): unguessable, so a worker cannot forge another worker's result.
+-- The UPDATE needs no state guard: the rows are locked by this
+-- transaction. The leader's epoch is checked first (dts_fence).
 --
 -- The plans are pinned to index scans and nested loops with SET clauses: a
 -- session keeps the generic plan it made the first time (plan_cache_mode is
 -- force_generic_plan), and one made while the table was nearly empty
 -- seq-scans it, which costs 5 ms per claim at 50,000 rows (0.6 ms pinned)
--- until an ANALYZE invalidates it. Both statements have an index that fits
--- exactly: jobs_due_idx for the lock, the primary key for the update.
+-- until an ANALYZE invalidates it. Every statement has an index that fits
+-- exactly: jobs_name_due_idx for the lock, the primary key for the update.
 --
--- Jobs with a limit_key (migration 013) are not in jobs_due_idx and not
--- claimed here: dts_claim_limited_jobs claims them. The lock's WHERE says
--- limit_key IS NULL so that it matches the index's predicate.
+-- Jobs with a limit_key (migration 013) are not in jobs_name_due_idx and
+-- not claimed here: dts_claim_limited_jobs claims them. The lock's WHERE
+-- says limit_key IS NULL so that it matches the index's predicate.
 DROP FUNCTION IF EXISTS dts_claim_jobs(text[], text[], bigint);
 CREATE OR REPLACE FUNCTION dts_claim_jobs(p_epoch bigint, p_types text[], p_slots text[], p_tokens bigint[],
                                           p_lease_ms bigint)
@@ -146,13 +232,7 @@ DECLARE
     ids bigint[];
 BEGIN
     PERFORM dts_fence(p_epoch);
-    ids := ARRAY(
-        SELECT j.id FROM jobs j
-        WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-          AND (p_types IS NULL OR j.name = ANY(p_types))
-        ORDER BY j.priority DESC, j.next_run_at, j.id
-        LIMIT cardinality(p_slots)
-        FOR UPDATE SKIP LOCKED);
+    ids := dts_lock_due_jobs(p_types, cardinality(p_slots));
     IF cardinality(ids) = 0 THEN
         RETURN;
     END IF;
@@ -171,27 +251,9 @@ $$;
 -- p_slot_ends[g]] (p_*_ends[0] is 0), and leases its due jobs in priority
 -- order up to its slots, each job to a slot of its group. The groups'
 -- names must not overlap, and a group of any name must be alone (the
--- caller checks). Plans are pinned like dts_claim_jobs's.
---
--- Two ways, by what the server has:
---
--- One walk (the default). jobs_due_idx is ordered by priority and due
--- time, not by name, so a group that walked it for its own jobs read the
--- heap of every other name's job it passed: with 50 equal groups, each
--- group's walk read some 50 rows per row it claimed, and the claim read
--- 50 times what it leased. Instead one walk over the due jobs of all the
--- groups' names hands each row to its group while the group has room, and
--- ends when every group is full or the due jobs run out: it reads each
--- row once, as far as the longest of the groups' walks went. The walk
--- does not lock; the rows it chose are locked after it (SKIP LOCKED, the
--- status and due time checked again), as only the leader claims.
---
--- A walk per group, where an operator has created jobs_name_due_idx
--- (docs/operations.md, "Mixed fleets"): a group of one name then reads its
--- own due jobs in claim order from that index and nothing else. dts does
--- not create that index: it makes every job's insert dearer, for every
--- fleet (docs/benchmarks.md, Mixed fleets). A single group claims this way
--- too (its walk is the one walk).
+-- caller checks). Each group's lock reads only its own names' jobs
+-- (dts_lock_due_jobs). (One statement for all the groups of one name, a
+-- LATERAL lock per group, was no faster for 50 groups of 4 workers.)
 CREATE OR REPLACE FUNCTION dts_claim_group_jobs(p_epoch bigint, p_types text[], p_type_ends integer[], p_any boolean[],
                                                 p_slots text[], p_slot_ends integer[], p_tokens bigint[],
                                                 p_lease_ms bigint)
@@ -209,96 +271,16 @@ DECLARE
     types text[];
     type_lo integer := 0;
     slot_lo integer := 0;
-    ngroups integer := cardinality(p_slot_ends);
-    type_group integer[];
-    room integer[];
-    next_slot integer[];
-    left_total integer;
-    cand_ids bigint[] := '{}';
-    cand_groups integer[] := '{}';
-    r record;
-    g integer;
 BEGIN
     PERFORM dts_fence(p_epoch);
-    IF ngroups > 1 AND to_regclass('jobs_name_due_idx') IS NULL THEN
-        -- One walk. Every group names its types here (none takes any
-        -- name: the caller refuses that beside another group).
-        type_group := array_fill(0, ARRAY[cardinality(p_types)]);
-        room := array_fill(0, ARRAY[ngroups]);
-        next_slot := array_fill(0, ARRAY[ngroups]);
-        FOR g IN 1 .. ngroups LOOP
-            FOR t IN type_lo + 1 .. p_type_ends[g] LOOP
-                type_group[t] := g;
-            END LOOP;
-            -- A group of no names takes nothing (and must not keep the
-            -- walk going for ever).
-            room[g] := CASE WHEN p_type_ends[g] > type_lo THEN p_slot_ends[g] - slot_lo ELSE 0 END;
-            next_slot[g] := slot_lo + 1;
-            type_lo := p_type_ends[g];
-            slot_lo := p_slot_ends[g];
-        END LOOP;
-        SELECT sum(x) INTO left_total FROM unnest(room) AS x;
-        IF left_total = 0 OR cardinality(p_types) = 0 THEN
-            RETURN;
-        END IF;
-        FOR r IN
-            SELECT j.id, j.name FROM jobs j
-            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-              AND j.name = ANY(p_types)
-            ORDER BY j.priority DESC, j.next_run_at, j.id
-        LOOP
-            g := type_group[array_position(p_types, r.name)];
-            IF room[g] > 0 THEN
-                cand_ids := cand_ids || r.id;
-                cand_groups := cand_groups || g;
-                room[g] := room[g] - 1;
-                left_total := left_total - 1;
-                EXIT WHEN left_total = 0;
-            END IF;
-        END LOOP;
-        IF cardinality(cand_ids) = 0 THEN
-            RETURN;
-        END IF;
-        got := ARRAY(
-            SELECT j.id FROM jobs j
-            WHERE j.id = ANY(cand_ids)
-              AND j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-            FOR UPDATE SKIP LOCKED);
-        FOR i IN 1 .. cardinality(cand_ids) LOOP
-            -- Almost always every chosen row is locked; otherwise leave
-            -- out those that were not (taken or changed meanwhile).
-            CONTINUE WHEN cardinality(got) < cardinality(cand_ids) AND NOT cand_ids[i] = ANY(got);
-            g := cand_groups[i];
-            ids := ids || cand_ids[i];
-            slots := slots || p_slots[next_slot[g]];
-            next_slot[g] := next_slot[g] + 1;
-        END LOOP;
-    ELSE
-        FOR g IN 1 .. ngroups LOOP
-            types := CASE WHEN p_any[g] THEN NULL ELSE p_types[type_lo + 1 : p_type_ends[g]] END;
-            IF cardinality(types) = 1 THEN
-                got := ARRAY(
-                    SELECT j.id FROM jobs j
-                    WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-                      AND j.name = types[1]
-                    ORDER BY j.priority DESC, j.next_run_at, j.id
-                    LIMIT p_slot_ends[g] - slot_lo
-                    FOR UPDATE SKIP LOCKED);
-            ELSE
-                got := ARRAY(
-                    SELECT j.id FROM jobs j
-                    WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
-                      AND (types IS NULL OR j.name = ANY(types))
-                    ORDER BY j.priority DESC, j.next_run_at, j.id
-                    LIMIT p_slot_ends[g] - slot_lo
-                    FOR UPDATE SKIP LOCKED);
-            END IF;
-            ids := ids || got;
-            slots := slots || p_slots[slot_lo + 1 : slot_lo + cardinality(got)];
-            type_lo := p_type_ends[g];
-            slot_lo := p_slot_ends[g];
-        END LOOP;
-    END IF;
+    FOR g IN 1 .. cardinality(p_slot_ends) LOOP
+        types := CASE WHEN p_any[g] THEN NULL ELSE p_types[type_lo + 1 : p_type_ends[g]] END;
+        got := dts_lock_due_jobs(types, p_slot_ends[g] - slot_lo);
+        ids := ids || got;
+        slots := slots || p_slots[slot_lo + 1 : slot_lo + cardinality(got)];
+        type_lo := p_type_ends[g];
+        slot_lo := p_slot_ends[g];
+    END LOOP;
     IF cardinality(ids) = 0 THEN
         RETURN;
     END IF;

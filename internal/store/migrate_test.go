@@ -139,3 +139,64 @@ func TestMigrateFillsInChecksumsOfEarlierMigrations(t *testing.T) {
 	}
 	wantEditRefused(t, ctx, pool, files)
 }
+
+// TestMigrateNameDueIndex: migration 021 replaces jobs_due_idx with
+// jobs_name_due_idx on a database that has jobs, keeps the index of that
+// name an operator created for a mixed fleet before (docs/operations.md,
+// "Mixed fleets"), and rebuilds one left invalid by a failed concurrent
+// build.
+func TestMigrateNameDueIndex(t *testing.T) {
+	t.Parallel()
+	for _, before := range []string{"none", "valid", "invalid"} {
+		t.Run(before, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			// The schema as migration 020 left it, with some jobs.
+			setup := `DROP INDEX jobs_name_due_idx;
+				CREATE INDEX jobs_due_idx ON jobs (priority DESC, next_run_at, id)
+					WHERE status IN ('pending', 'retrying') AND limit_key IS NULL;
+				DELETE FROM schema_migrations WHERE version = '021_name_due_index';
+				INSERT INTO jobs (name) SELECT 'n' || (i % 3) FROM generate_series(1, 100) AS i;`
+			if before != "none" {
+				setup += `CREATE INDEX jobs_name_due_idx ON jobs (name, priority DESC, next_run_at, id)
+					WHERE status IN ('pending', 'retrying') AND limit_key IS NULL;`
+			}
+			if before == "invalid" {
+				setup += `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'jobs_name_due_idx'::regclass;`
+			}
+			if _, err := pool.Exec(ctx, setup); err != nil {
+				t.Fatal(err)
+			}
+			var oidBefore uint32
+			if before != "none" {
+				if err := pool.QueryRow(ctx, `SELECT 'jobs_name_due_idx'::regclass::oid`).Scan(&oidBefore); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := store.MigrateFS(ctx, pool, migrationFiles(t)); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			var old, valid bool
+			var oid uint32
+			if err := pool.QueryRow(ctx, `SELECT to_regclass('jobs_due_idx') IS NOT NULL, i.indisvalid, i.indexrelid
+				FROM pg_index i WHERE i.indexrelid = 'jobs_name_due_idx'::regclass`).Scan(&old, &valid, &oid); err != nil {
+				t.Fatalf("after the migration: %v", err)
+			}
+			if old || !valid {
+				t.Errorf("after the migration jobs_due_idx exists: %v, jobs_name_due_idx valid: %v; want false, true", old, valid)
+			}
+			if kept := oid == oidBefore; kept != (before == "valid") {
+				t.Errorf("an index that was %s before: kept %v", before, kept)
+			}
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'pending' AND limit_key IS NULL AND name = 'n1'`).Scan(&n); err != nil || n != 34 {
+				t.Errorf("pending n1 jobs after the migration: %d, %v; want 34", n, err)
+			}
+		})
+	}
+}

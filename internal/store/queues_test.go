@@ -212,7 +212,7 @@ func TestJobClaimQueuesFenced(t *testing.T) {
 }
 
 // A queue's claim reads its own index: a paused queue's backlog ahead of it
-// in jobs_due_idx is not walked. The plan is checked on a generic plan, as
+// in priority order is not walked. The plan is checked on a generic plan, as
 // the coordinator's sessions use.
 func TestJobClaimQueuesUsesQueueIndex(t *testing.T) {
 	t.Parallel()

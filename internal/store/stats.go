@@ -59,7 +59,7 @@ const StarvedAfter = 30 * time.Second
 // JobCountDue counts the due jobs waiting for a worker (pending or
 // retrying, due now), stopping at limit: the cost is bounded by the limit,
 // not by the backlog, so it can run every second whatever the table holds.
-// It reads only jobs_queue_due_idx (every waiting job: jobs_due_idx holds
+// It reads only jobs_queue_due_idx (every waiting job: jobs_name_due_idx holds
 // only those without a limit_key).
 func (s *Store) JobCountDue(ctx context.Context, limit int64) (int64, error) {
 	var n int64

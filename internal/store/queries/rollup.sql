@@ -30,7 +30,7 @@ GROUP BY 1, 2
 
 -- name: RollupWriteDue
 -- The due jobs per name now, and the oldest one's wait in seconds: a scan
--- of jobs_queue_due_idx, which (unlike jobs_due_idx) holds the jobs with
+-- of jobs_queue_due_idx, which (unlike jobs_name_due_idx) holds the jobs with
 -- a limit_key too.
 SELECT name, count(*), date_part('epoch', now() - min(next_run_at)) FROM jobs
 WHERE status IN ('pending', 'retrying') AND next_run_at <= now()

@@ -2,7 +2,7 @@
 
 -- name: JobListScheduled
 -- $1, $2: the cursor (NULL: from the soonest). The page's ids first, from
--- jobs_due_idx alone (it holds next_run_at and id), then their rows: read
+-- jobs_queue_due_idx alone (it holds next_run_at and id), then their rows: read
 -- in one step, every waiting job ahead was fetched whole and sorted (90 ms
 -- on a million jobs with 60,000 ahead; 25 ms this way).
 SELECT {{jobColumns}} FROM jobs

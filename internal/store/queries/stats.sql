@@ -33,7 +33,7 @@ SELECT state, count(*) FROM workers GROUP BY state
 
 -- name: StatsGetSeqscanOff
 -- The due and unhandled counts read only waiting jobs: jobs_queue_due_idx
--- holds exactly those (jobs_due_idx only those without a limit_key); a
+-- holds exactly those (jobs_name_due_idx only those without a limit_key); a
 -- sequential scan would read every finished job too (the due count took
 -- 180 ms on a million jobs that way, 25 ms on an index).
 SET LOCAL enable_seqscan = off
