@@ -35,7 +35,7 @@ func TestClaimBoundedByBytes(t *testing.T) {
 		if round > 40 {
 			t.Fatalf("%d of %d jobs leased after 40 rounds", leased, len(ps))
 		}
-		if _, err := d.round(r.ctx, scopeAll); err != nil {
+		if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 			t.Fatal(err)
 		}
 		var now int

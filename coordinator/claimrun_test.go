@@ -66,7 +66,7 @@ func TestDispatchGroupsShareOneClaim(t *testing.T) {
 	rec := &statementRecorder{Store: r.store}
 	d := &dispatcher{base: r.b, store: rec, queue: r.queue}
 	groupFleet(r, 20)
-	if _, err := d.round(r.ctx, scopeAll); err != nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.take(); len(got) != 1 || got[0] != 20 {
@@ -90,7 +90,7 @@ func TestDispatchGroupClaimWithinClaimBatch(t *testing.T) {
 	d := &dispatcher{base: r.b, store: rec, queue: r.queue}
 	d.cfg.ClaimBatch = 5
 	groupFleet(r, 20)
-	if _, err := d.round(r.ctx, scopeAll); err != nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 		t.Fatal(err)
 	}
 	got := rec.take()
@@ -127,7 +127,7 @@ func TestDispatchOverlappingGroupsClaimApart(t *testing.T) {
 	if _, err := r.store.JobInsert(r.ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.round(r.ctx, scopeAll); err != nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.take(); len(got) != 3 || got[0] != 1 || got[1] != 1 || got[2] != 1 {

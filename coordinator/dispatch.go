@@ -62,6 +62,10 @@ type dispatcher struct {
 	queue dispatchQueue
 	// claimSize is how many slots the next round offers (nextClaimSize).
 	claimSize int
+	// delivering is closed when the delivery in flight is done (nil:
+	// none); deliverErr is its error, read once it is (waitDelivered).
+	delivering chan struct{}
+	deliverErr error
 	// queues is the copy of the queues table, loaded at queuesAt.
 	queues   queueSettings
 	queuesAt time.Time
@@ -136,6 +140,7 @@ func (d *dispatcher) Start(ctx context.Context) error {
 }
 
 func (d *dispatcher) run(ctx context.Context) {
+	defer func() { _ = d.waitDelivered() }()
 	wake, stop := d.queue.SubscribeWake(ctx)
 	defer stop()
 	t := time.NewTicker(d.cfg.PollInterval)
@@ -635,6 +640,29 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		})
 		byWorker[j.WorkerID] = out
 	}
+	if err := d.waitDelivered(); err != nil {
+		// The last delivery failed and gave its jobs back: Redis is
+		// likely failing still. Give these back too, and let the loop
+		// back off instead of claiming and releasing in a spin.
+		d.undeliver(ctx, claimed)
+		return n, false, err
+	}
+	done := make(chan struct{})
+	d.delivering = done
+	go func() {
+		defer close(done)
+		d.deliverErr = d.deliver(ctx, byWorker, claimed, spans)
+	}()
+	return n, filled, nil
+}
+
+// deliver pushes a claim's deliveries to the workers' lists (in one
+// pipeline) while the dispatcher goes on to its next claim: when Redis is
+// a network hop away, the push's round trip no longer holds up the
+// claims (docs/scaling.md, "Distance"). One delivery is in flight at a
+// time, so each worker's list gets its jobs in claim order. A failed push
+// gives the jobs back.
+func (d *dispatcher) deliver(ctx context.Context, byWorker map[string]queue.Outbox, claimed []store.Claimed, spans []trace.Span) error {
 	t0 := time.Now()
 	err := d.queue.Deliver(ctx, byWorker)
 	d.metrics.dispatchStep.WithLabelValues("deliver").Observe(time.Since(t0).Seconds())
@@ -647,7 +675,7 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 	if err != nil {
 		d.redisError(ctx, redisOpDeliver, err)
 		d.undeliver(ctx, claimed)
-		return n, false, err
+		return err
 	}
 	byName := map[string]int{}
 	for _, j := range claimed {
@@ -656,7 +684,20 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 	for name, count := range byName {
 		d.metrics.dispatched.WithLabelValues(d.typeLabel(name)).Add(float64(count))
 	}
-	return n, filled, nil
+	return nil
+}
+
+// waitDelivered waits for the delivery in flight, if any, and returns its
+// error.
+func (d *dispatcher) waitDelivered() error {
+	if d.delivering == nil {
+		return nil
+	}
+	<-d.delivering
+	d.delivering = nil
+	err := d.deliverErr
+	d.deliverErr = nil
+	return err
 }
 
 // claimSlots bounds the slots a group's claim is offered so that it

@@ -41,7 +41,7 @@ func TestDrainedWorkerGetsNoJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
-	if _, err := d.round(r.ctx, scopeAll); err != nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 		t.Fatal(err)
 	}
 	var toKeep, toDrain int
@@ -98,7 +98,7 @@ func TestDrainStandsThroughRestartUntilUndrain(t *testing.T) {
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
 	leased := func() int {
 		t.Helper()
-		if _, err := d.round(r.ctx, scopeAll); err != nil {
+		if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 			t.Fatal(err)
 		}
 		var n int

@@ -66,7 +66,7 @@ func TestDispatchIdleGroupsWaitForTheirNames(t *testing.T) {
 	}
 	round := func(scope roundScope) {
 		t.Helper()
-		if _, err := d.round(r.ctx, scope); err != nil {
+		if _, err := d.roundDelivered(r.ctx, scope); err != nil {
 			t.Fatal(err)
 		}
 	}

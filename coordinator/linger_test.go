@@ -137,7 +137,7 @@ func TestDispatchSaysWhetherJobsWaitForSlots(t *testing.T) {
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
 	round := func() bool {
 		t.Helper()
-		if _, err := d.round(r.ctx, scopeAll); err != nil {
+		if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 			t.Fatal(err)
 		}
 		return r.b.l.slots.bound.Load()

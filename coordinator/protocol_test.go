@@ -57,7 +57,7 @@ func TestUnsupportedProtocolGetsNoJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
-	if _, err := d.round(r.ctx, scopeAll); err != nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 		t.Fatal(err)
 	}
 	leased := map[string]int{}

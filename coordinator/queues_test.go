@@ -75,7 +75,7 @@ func TestDispatchPlainClaimUnlessQueuesConfigured(t *testing.T) {
 	round := func() {
 		t.Helper()
 		d.queuesAt = time.Time{} // reload the settings now, not after the poll interval
-		if _, err := d.round(r.ctx, scopeAll); err != nil {
+		if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,6 +76,9 @@ type resultApplier struct {
 	// lingering, if not nil, gets a value each time a linger starts
 	// waiting (tests wait on it instead of on time).
 	lingering chan<- struct{}
+	// acked is closed when the acknowledgement in flight is done; nil
+	// when none is (ackLater).
+	acked chan struct{}
 }
 
 // While jobs come in a trickle each result arrives alone, and applying it
@@ -94,6 +97,9 @@ const (
 	lingerBelow         = 32
 )
 
+// ackTimeout bounds an acknowledgement that outlives the applier's loop.
+const ackTimeout = 5 * time.Second
+
 // defaultResultsRescan is how often the pending list is read again.
 const defaultResultsRescan = 10 * time.Second
 
@@ -111,6 +117,7 @@ func (a *resultApplier) run(ctx context.Context) {
 	if err := a.queue.EnsureResultsGroup(ctx); err != nil {
 		a.redisError(ctx, redisOpResultsGroup, err)
 	}
+	defer a.waitAcked()
 	rescan := cmp.Or(a.rescan, defaultResultsRescan)
 	pending, lastRescan := true, time.Now()
 	for ctx.Err() == nil {
@@ -118,6 +125,10 @@ func (a *resultApplier) run(ctx context.Context) {
 			pending = true
 		}
 		if pending {
+			// The pending list holds what is read but not acknowledged:
+			// what was applied must be acknowledged first, or it would
+			// be applied again (and rejected as stale).
+			a.waitAcked()
 			lastRescan = time.Now()
 		}
 		rs, bad, err := a.queue.ReadResults(ctx, pending, a.cfg.ResultBatch, a.cfg.HeartbeatInterval)
@@ -173,11 +184,44 @@ func (a *resultApplier) applyRead(ctx context.Context, rs []queue.ReceivedResult
 			_ = retry.Sleep(ctx, 200*time.Millisecond)
 			return false, true // not acknowledged: read them again
 		}
-		a.ack(ctx, entryIDs(rs[:n], nil))
+		a.ackLater(ctx, entryIDs(rs[:n], nil))
 		rs = rs[n:]
 	}
-	a.ack(ctx, entryIDs(nil, bad))
+	a.ackLater(ctx, entryIDs(nil, bad))
 	return true, reread
+}
+
+// ackLater acknowledges applied (or dropped) entries while the applier
+// reads and applies the next ones, one acknowledgement at a time: the
+// round trip to Redis is then off the loop's path, which matters when
+// Redis is a network hop away (docs/scaling.md, "Distance"). Until it
+// lands an applied entry only looks unapplied (the reaper waits a tick
+// longer before releasing a stopped worker's jobs); if it fails, the
+// entries come back and are rejected as stale, as they would after a
+// failed synchronous one.
+func (a *resultApplier) ackLater(ctx context.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	a.waitAcked()
+	done := make(chan struct{})
+	a.acked = done
+	// The entries are applied whatever happens to the loop now: its stop
+	// or a lost leadership must not cancel their acknowledgement.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	go func() {
+		defer close(done)
+		defer cancel()
+		a.ack(actx, ids)
+	}()
+}
+
+// waitAcked waits for the acknowledgement in flight, if any.
+func (a *resultApplier) waitAcked() {
+	if a.acked != nil {
+		<-a.acked
+		a.acked = nil
+	}
 }
 
 // ack acknowledges applied (or dropped) entries of the stream.

@@ -482,7 +482,7 @@ func TestDispatchGroupErrorStopsNoOtherGroup(t *testing.T) {
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "bad", JobTypes: []string{"bad\x00type"}, Concurrency: 1}, now)
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "good", JobTypes: []string{"*"}, Concurrency: 1}, now)
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
-	if _, err := d.round(r.ctx, scopeAll); err == nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err == nil {
 		t.Error("the bad group's claim did not fail; the test proves nothing")
 	}
 	var worker string
@@ -590,7 +590,7 @@ func TestDispatchSpeaksEachWorkersCodec(t *testing.T) {
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "new", JobTypes: []string{"new"}, Concurrency: 1, Codec: wire.CodecBinary}, now)
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "newer", JobTypes: []string{"newer"}, Concurrency: 1, Codec: wire.CodecBatch}, now)
 	d := &dispatcher{base: r.b, store: r.store, queue: r.queue}
-	if _, err := d.round(r.ctx, scopeAll); err != nil {
+	if _, err := d.roundDelivered(r.ctx, scopeAll); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
