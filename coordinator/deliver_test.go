@@ -20,7 +20,7 @@ import (
 // delivery's.
 func (d *dispatcher) roundDelivered(ctx context.Context, scope roundScope) (bool, error) {
 	more, err := d.round(ctx, scope)
-	if derr := d.waitDelivered(); err == nil {
+	if derr := d.delivering.wait(); err == nil {
 		err = derr
 	}
 	return more, err
@@ -53,14 +53,14 @@ func TestFailedDeliveryGivesJobsBackAndStopsTheLoop(t *testing.T) {
 	if _, err := d.round(r.ctx, scopeAll); err != nil {
 		t.Fatalf("first round: %v; want nil (its delivery fails after it returns)", err)
 	}
-	<-d.delivering // failed (dialing takes its retries) and gave the jobs back
+	<-d.delivering.done // failed (dialing takes its retries) and gave the jobs back
 	if got := testutil.ToFloat64(released); got != 2 {
 		t.Fatalf("%v jobs given back by the failed delivery, want 2", got)
 	}
 	if _, err := d.round(r.ctx, scopeAll); err == nil {
 		t.Error("the round after a failed delivery returned no error")
 	}
-	if err := d.waitDelivered(); err != nil {
+	if err := d.delivering.wait(); err != nil {
 		t.Errorf("a delivery in flight after the failed round: %v", err)
 	}
 	if got := testutil.ToFloat64(released); got != 4 {

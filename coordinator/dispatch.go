@@ -62,10 +62,8 @@ type dispatcher struct {
 	queue dispatchQueue
 	// claimSize is how many slots the next round offers (nextClaimSize).
 	claimSize int
-	// delivering is closed when the delivery in flight is done (nil:
-	// none); deliverErr is its error, read once it is (waitDelivered).
-	delivering chan struct{}
-	deliverErr error
+	// delivering is the delivery in flight (deliver).
+	delivering inFlight
 	// queues is the copy of the queues table, loaded at queuesAt.
 	queues   queueSettings
 	queuesAt time.Time
@@ -140,7 +138,7 @@ func (d *dispatcher) Start(ctx context.Context) error {
 }
 
 func (d *dispatcher) run(ctx context.Context) {
-	defer func() { _ = d.waitDelivered() }()
+	defer func() { _ = d.delivering.wait() }()
 	wake, stop := d.queue.SubscribeWake(ctx)
 	defer stop()
 	t := time.NewTicker(d.cfg.PollInterval)
@@ -640,19 +638,14 @@ func (d *dispatcher) deliverClaimed(ctx context.Context, claimed []store.Claimed
 		})
 		byWorker[j.WorkerID] = out
 	}
-	if err := d.waitDelivered(); err != nil {
+	if err := d.delivering.wait(); err != nil {
 		// The last delivery failed and gave its jobs back: Redis is
 		// likely failing still. Give these back too, and let the loop
 		// back off instead of claiming and releasing in a spin.
 		d.undeliver(ctx, claimed)
 		return n, false, err
 	}
-	done := make(chan struct{})
-	d.delivering = done
-	go func() {
-		defer close(done)
-		d.deliverErr = d.deliver(ctx, byWorker, claimed, spans)
-	}()
+	_ = d.delivering.start(func() error { return d.deliver(ctx, byWorker, claimed, spans) })
 	return n, filled, nil
 }
 
@@ -685,19 +678,6 @@ func (d *dispatcher) deliver(ctx context.Context, byWorker map[string]queue.Outb
 		d.metrics.dispatched.WithLabelValues(d.typeLabel(name)).Add(float64(count))
 	}
 	return nil
-}
-
-// waitDelivered waits for the delivery in flight, if any, and returns its
-// error.
-func (d *dispatcher) waitDelivered() error {
-	if d.delivering == nil {
-		return nil
-	}
-	<-d.delivering
-	d.delivering = nil
-	err := d.deliverErr
-	d.deliverErr = nil
-	return err
 }
 
 // claimSlots bounds the slots a group's claim is offered so that it

@@ -76,9 +76,8 @@ type resultApplier struct {
 	// lingering, if not nil, gets a value each time a linger starts
 	// waiting (tests wait on it instead of on time).
 	lingering chan<- struct{}
-	// acked is closed when the acknowledgement in flight is done; nil
-	// when none is (ackLater).
-	acked chan struct{}
+	// acking is the acknowledgement in flight (ackLater).
+	acking inFlight
 }
 
 // While jobs come in a trickle each result arrives alone, and applying it
@@ -117,7 +116,7 @@ func (a *resultApplier) run(ctx context.Context) {
 	if err := a.queue.EnsureResultsGroup(ctx); err != nil {
 		a.redisError(ctx, redisOpResultsGroup, err)
 	}
-	defer a.waitAcked()
+	defer func() { _ = a.acking.wait() }()
 	rescan := cmp.Or(a.rescan, defaultResultsRescan)
 	pending, lastRescan := true, time.Now()
 	for ctx.Err() == nil {
@@ -128,7 +127,7 @@ func (a *resultApplier) run(ctx context.Context) {
 			// The pending list holds what is read but not acknowledged:
 			// what was applied must be acknowledged first, or it would
 			// be applied again (and rejected as stale).
-			a.waitAcked()
+			_ = a.acking.wait()
 			lastRescan = time.Now()
 		}
 		rs, bad, err := a.queue.ReadResults(ctx, pending, a.cfg.ResultBatch, a.cfg.HeartbeatInterval)
@@ -203,25 +202,15 @@ func (a *resultApplier) ackLater(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	a.waitAcked()
-	done := make(chan struct{})
-	a.acked = done
-	// The entries are applied whatever happens to the loop now: its stop
-	// or a lost leadership must not cancel their acknowledgement.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
-	go func() {
-		defer close(done)
+	_ = a.acking.start(func() error {
+		// The entries are applied whatever happens to the loop now: its
+		// stop or a lost leadership must not cancel their
+		// acknowledgement (ack counts its own errors).
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 		defer cancel()
 		a.ack(actx, ids)
-	}()
-}
-
-// waitAcked waits for the acknowledgement in flight, if any.
-func (a *resultApplier) waitAcked() {
-	if a.acked != nil {
-		<-a.acked
-		a.acked = nil
-	}
+		return nil
+	})
 }
 
 // ack acknowledges applied (or dropped) entries of the stream.
