@@ -119,8 +119,8 @@ $$;
 -- of other names wait ahead of them:
 --   - one name with due jobs (the usual case, and every drain of one
 --     name): that name's range, locked as it is read (SKIP LOCKED);
---   - several: each name's best p_n, the best p_n of those, then locked
---     by primary key in that order (SKIP LOCKED, due state checked
+--   - several: each name's best p_n (read in two steps: below), the
+--     best p_n of those, then locked by primary key in that order (SKIP LOCKED, due state checked
 --     again). Only the leader claims unlimited jobs, one claim at a time,
 --     so all of them are almost always locked; one changed meanwhile
 --     (canceled, say) is left out, and the claim leases fewer;
@@ -134,6 +134,8 @@ AS $$
 DECLARE
     names text[] := p_types;
     cand bigint[];
+    lim integer;
+    most bigint;
 BEGIN
     IF p_n <= 0 THEN
         RETURN '{}';
@@ -174,15 +176,35 @@ BEGIN
             LIMIT p_n
             FOR UPDATE SKIP LOCKED);
     END IF;
-    cand := ARRAY(
-        SELECT c.id FROM unnest(names) AS t(name) CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.next_run_at FROM jobs j
+    -- First each name's best lim, about twice its even share: the best
+    -- p_n of those are the best p_n of all unless some name had all its
+    -- lim among them (it may have more that belong there); then each
+    -- name's best p_n. A mix of names reads about 2 p_n rows, not p_n
+    -- per name.
+    lim := least(p_n, (2 * p_n + cardinality(names) - 1) / cardinality(names) + 2);
+    WITH top AS (
+        SELECT c.name, c.id, c.priority, c.next_run_at FROM unnest(names) AS t(name) CROSS JOIN LATERAL (
+            SELECT j.name, j.id, j.priority, j.next_run_at FROM jobs j
             WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
               AND j.name = t.name
             ORDER BY j.priority DESC, j.next_run_at, j.id
-            LIMIT p_n) c
+            LIMIT lim) c
         ORDER BY c.priority DESC, c.next_run_at, c.id
-        LIMIT p_n);
+        LIMIT p_n)
+    SELECT ARRAY(SELECT top.id FROM top ORDER BY top.priority DESC, top.next_run_at, top.id),
+           (SELECT max(g.n) FROM (SELECT count(*) AS n FROM top GROUP BY top.name) g)
+    INTO cand, most;
+    IF lim < p_n AND most >= lim THEN
+        cand := ARRAY(
+            SELECT c.id FROM unnest(names) AS t(name) CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.next_run_at FROM jobs j
+                WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.next_run_at <= now()
+                  AND j.name = t.name
+                ORDER BY j.priority DESC, j.next_run_at, j.id
+                LIMIT p_n) c
+            ORDER BY c.priority DESC, c.next_run_at, c.id
+            LIMIT p_n);
+    END IF;
     -- Each row by its primary key (a LATERAL, so that a plan made without
     -- statistics cannot join the ids against a scan of every due job).
     RETURN ARRAY(
