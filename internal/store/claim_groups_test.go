@@ -261,53 +261,67 @@ func rowsRead(t *testing.T, e *env, conn *pgx.Conn) int64 {
 }
 
 // TestClaimOfSeveralNamesTakesTheBestAcrossThem: a claim for several
-// names leases exactly the best jobs across them (priority, then due
-// time, then id), whether the names are mixed evenly among the best (each
-// name's first share decides) or one name holds them all (its share is
-// used up, and each name's best are read in full).
+// names leases exactly the best of their unlimited jobs (priority, then
+// due time, then id), whether the names are mixed evenly among the best
+// (each name's first share decides) or one name holds them all (its share
+// is used up, and each name's best are read in full), and whichever way it
+// reads them: one walk of the queue when the names are all that wait, in
+// one queue, with no limited job; else name by name (another name waits,
+// a limited job waits, a second queue has jobs).
 func TestClaimOfSeveralNamesTakesTheBestAcrossThem(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, fill string }{
+	for _, fill := range []struct{ name, sql string }{
 		{"mixed evenly", `INSERT INTO jobs (name, next_run_at)
 			SELECT (ARRAY['b','c','d'])[1 + i % 3], now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 300) AS i`},
 		{"one name ahead", `INSERT INTO jobs (name, next_run_at)
 			SELECT n, now() - interval '1 hour' + (o * 1000 + i) * interval '1 millisecond'
 			FROM unnest('{b,c,d}'::text[]) WITH ORDINALITY AS u(n, o), generate_series(1, 100) AS i`},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			e.exec(t, c.fill)
-			e.exec(t, `INSERT INTO jobs (name, priority) VALUES ('d', 5)`)
-			var want []int64
-			rows, err := e.db.Query(e.ctx, `SELECT id FROM jobs ORDER BY priority DESC, next_run_at, id LIMIT 30`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
+		for _, extra := range []struct{ name, sql string }{
+			{"only theirs", ``},
+			{"another name waits", `INSERT INTO jobs (name) VALUES ('e')`},
+			{"a limited job waits", `INSERT INTO jobs (name, limit_key, priority) VALUES ('b', 'k', 9)`},
+			{"a second queue", `INSERT INTO jobs (name, queue, next_run_at) VALUES ('b', 'other', now() - interval '2 hours')`},
+		} {
+			t.Run(fill.name+", "+extra.name, func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t)
+				e.exec(t, fill.sql)
+				e.exec(t, `INSERT INTO jobs (name, priority) VALUES ('d', 5)`)
+				if extra.sql != "" {
+					e.exec(t, extra.sql)
+				}
+				var want []int64
+				rows, err := e.db.Query(e.ctx, `SELECT id FROM jobs WHERE limit_key IS NULL AND name IN ('b', 'c', 'd')
+					ORDER BY priority DESC, next_run_at, id LIMIT 30`)
+				if err != nil {
 					t.Fatal(err)
 				}
-				want = append(want, id)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			got, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: e.epoch, Types: []string{"b", "c", "d"},
-				Slots: slices.Repeat([]string{"w"}, 30), Lease: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ids []int64
-			for _, j := range got {
-				ids = append(ids, j.ID)
-			}
-			slices.Sort(ids)
-			slices.Sort(want)
-			if !slices.Equal(ids, want) {
-				t.Errorf("leased %v, want the best 30 %v", ids, want)
-			}
-		})
+				for rows.Next() {
+					var id int64
+					if err := rows.Scan(&id); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, id)
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				got, err := e.s.JobClaimBatch(e.ctx, store.JobClaimParams{Epoch: e.epoch, Types: []string{"b", "c", "d"},
+					Slots: slices.Repeat([]string{"w"}, 30), Lease: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ids []int64
+				for _, j := range got {
+					ids = append(ids, j.ID)
+				}
+				slices.Sort(ids)
+				slices.Sort(want)
+				if !slices.Equal(ids, want) {
+					t.Errorf("leased %v, want the best 30 %v", ids, want)
+				}
+			})
+		}
 	}
 }

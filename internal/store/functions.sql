@@ -136,9 +136,55 @@ DECLARE
     cand bigint[];
     lim integer;
     most bigint;
+    queues text[];
 BEGIN
     IF p_n <= 0 THEN
         RETURN '{}';
+    END IF;
+    -- A group of any name, or of every name that has waiting jobs (a
+    -- worker binary's handlers, with its mix of jobs), while they all wait
+    -- in one queue and no job with a limit key waits: one walk of that
+    -- queue's range of jobs_queue_due_idx in claim order, locked as read,
+    -- as cheap as one name's. (That index also holds limited jobs, which
+    -- the walk would pass; per name the claim reads about twice its jobs
+    -- and locks them by primary key: 9 ms instead of 6 for 1,000 jobs of
+    -- 10 names.)
+    IF names IS NULL OR cardinality(names) > 1 THEN
+        queues := ARRAY(
+            WITH RECURSIVE d(q) AS (
+                (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.queue > d.q
+                        ORDER BY j.queue LIMIT 1)
+                FROM d WHERE d.q IS NOT NULL)
+            SELECT d.q FROM d WHERE d.q IS NOT NULL LIMIT 2);
+        IF cardinality(queues) = 1
+           AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NOT NULL)
+           AND (names IS NULL OR ARRAY(
+                WITH RECURSIVE waiting(name) AS (
+                    (SELECT j.name FROM jobs j
+                     WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL
+                     ORDER BY j.name LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT j.name FROM jobs j
+                            WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.name > w.name
+                            ORDER BY j.name LIMIT 1)
+                    FROM waiting w WHERE w.name IS NOT NULL)
+                -- More waiting names than ours: not all ours, and no
+                -- need to find them all.
+                SELECT w.name FROM waiting w WHERE w.name IS NOT NULL LIMIT cardinality(names) + 1) <@ names) THEN
+            -- "(limit_key IS NULL) IS TRUE" keeps jobs_name_due_idx out
+            -- of this plan (as in dts_claim_queue_jobs); the name filter
+            -- keeps out a job of another name submitted since the check.
+            RETURN ARRAY(
+                SELECT j.id FROM jobs j
+                WHERE j.queue = queues[1] AND j.status IN ('pending', 'retrying') AND j.next_run_at <= now()
+                  AND (j.limit_key IS NULL) IS TRUE
+                  AND (names IS NULL OR j.name = ANY(names))
+                ORDER BY j.priority DESC, j.next_run_at, j.id
+                LIMIT p_n
+                FOR UPDATE SKIP LOCKED);
+        END IF;
     END IF;
     IF names IS NULL THEN
         names := ARRAY(
@@ -398,7 +444,7 @@ BEGIN
     -- dispatcher splits the slots), so the LIMIT only guards that.
     --
     -- "(k.limit_key IS NULL) IS TRUE", here and in the second pass, keeps
-    -- jobs_due_idx (whose predicate says limit_key IS NULL) out of these
+    -- jobs_name_due_idx (whose predicate says limit_key IS NULL) out of these
     -- per-queue scans: with statistics older than the backlog (a new
     -- table, a bulk load before autovacuum's ANALYZE) the planner took it
     -- and filtered by queue, reading the whole due backlog once per queue
