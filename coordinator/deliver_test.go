@@ -11,6 +11,7 @@ import (
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/redistest"
 	"github.com/dtsched/dts/internal/store"
+	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
 )
 
@@ -75,5 +76,30 @@ func TestFailedDeliveryGivesJobsBackAndStopsTheLoop(t *testing.T) {
 	}
 	if n := len(r.b.l.workers.Leases("w")); n != 0 {
 		t.Errorf("the worker still holds %d leases in the registry", n)
+	}
+}
+
+// TestAckInFlightIsNotReappliedByAPendingRead: the applier acknowledges a
+// batch while it reads the next; when that read is of the pending list
+// (here most reads after an apply are: the rescan interval is a millisecond) it waits for
+// the acknowledgement first, so no applied result is read and applied
+// again: every job completes once and no result is counted stale.
+func TestAckInFlightIsNotReappliedByAPendingRead(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cs := r.insertLeased(400, "w")
+	a := r.results()
+	a.rescan = time.Millisecond
+	r.start(a)
+	for i := 0; i < len(cs); i += 20 {
+		var rs []wire.Result
+		for _, c := range cs[i : i+20] {
+			rs = append(rs, completed(c, `1`))
+		}
+		r.sendResults(rs...)
+	}
+	testwait.For(t, 20*time.Second, "every job completed", func() bool { return allIn(r.states(cs), "completed") })
+	if got := testutil.ToFloat64(r.b.metrics.staleResults); got != 0 {
+		t.Errorf("%v results counted stale: applied twice", got)
 	}
 }
