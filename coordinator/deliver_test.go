@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/dtsched/dts/internal/queue"
-	"github.com/dtsched/dts/internal/redistest"
 	"github.com/dtsched/dts/internal/store"
 	"github.com/dtsched/dts/internal/testwait"
 	"github.com/dtsched/dts/internal/wire"
@@ -41,13 +39,7 @@ func TestFailedDeliveryGivesJobsBackAndStopsTheLoop(t *testing.T) {
 		{Name: "x", Payload: json.RawMessage(`1`)}, {Name: "x", Payload: json.RawMessage(`2`)}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := redistest.Start(t)
-	down, err := queue.Open(r.ctx, srv.URL(), "down:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = down.Close() })
-	srv.Stop()
+	down := r.unreachableQueue()
 	r.b.l.workers.Heartbeat(wire.Heartbeat{WorkerID: "w", JobTypes: []string{"x"}, Concurrency: 2}, time.Now())
 	d := &dispatcher{base: r.b, store: r.store, queue: down}
 	released := r.b.metrics.reclaimed.WithLabelValues("delivery_failed")

@@ -120,6 +120,20 @@ func (r *rig) results() *resultApplier {
 		allowed: func(rs []queue.ReceivedResult) []queue.ReceivedResult { return rs }}
 }
 
+// unreachableQueue is a queue whose Redis has stopped: every call fails
+// as against a Redis that is down.
+func (r *rig) unreachableQueue() *queue.Queue {
+	r.t.Helper()
+	srv := redistest.Start(r.t)
+	q, err := queue.Open(r.ctx, srv.URL(), "down:")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = q.Close() })
+	srv.Stop()
+	return q
+}
+
 // start starts a service and stops it when the test ends.
 func (r *rig) start(s startstop.Service) {
 	r.t.Helper()
@@ -307,13 +321,7 @@ func TestTakeOverWithRedisDownReclaimsNothing(t *testing.T) {
 	if _, err := r.db.Exec(r.ctx, `UPDATE jobs SET lease_expires_at = now() - interval '1 minute'`); err != nil {
 		t.Fatal(err)
 	}
-	srv := redistest.Start(t)
-	down, err := queue.Open(r.ctx, srv.URL(), "down:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = down.Close() })
-	srv.Stop()
+	down := r.unreachableQueue()
 	h := &heartbeatReader{base: r.b, store: r.store, queue: down, allowed: func(context.Context, wire.Heartbeat) bool { return true }}
 	r.start(h)
 	rp := &reaper{base: r.b, store: r.store, queue: down, retry: func(int) time.Duration { return 0 }}

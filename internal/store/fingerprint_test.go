@@ -9,10 +9,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/dtsched/dts/internal/job"
-	"github.com/dtsched/dts/internal/pgtest"
 	"github.com/dtsched/dts/internal/store"
 )
 
@@ -270,11 +267,7 @@ func TestOperationOnADeadGroup(t *testing.T) {
 func TestMigrationBackfillsFingerprints(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := migratedPool(t)
 	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}

@@ -109,6 +109,47 @@ BEGIN
 END
 $$;
 
+-- dts_waiting_queues is the queues that have waiting jobs, in queue
+-- order, at most p_max of them (NULL: all): a loose scan of
+-- jobs_queue_due_idx, one index descent per queue.
+CREATE OR REPLACE FUNCTION dts_waiting_queues(p_max integer) RETURNS text[]
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+BEGIN
+    RETURN ARRAY(
+        WITH RECURSIVE d(q) AS (
+            (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.queue > d.q
+                    ORDER BY j.queue LIMIT 1)
+            FROM d WHERE d.q IS NOT NULL)
+        SELECT d.q FROM d WHERE d.q IS NOT NULL LIMIT p_max);
+END
+$$;
+
+-- dts_waiting_names is the names of the waiting jobs without a limit_key,
+-- in name order, at most p_max of them (NULL: all): a loose scan of
+-- jobs_name_due_idx, one index descent per name.
+CREATE OR REPLACE FUNCTION dts_waiting_names(p_max integer) RETURNS text[]
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+BEGIN
+    RETURN ARRAY(
+        WITH RECURSIVE waiting(name) AS (
+            (SELECT j.name FROM jobs j
+             WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL
+             ORDER BY j.name LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.name FROM jobs j
+                    WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.name > w.name
+                    ORDER BY j.name LIMIT 1)
+            FROM waiting w WHERE w.name IS NOT NULL)
+        SELECT w.name FROM waiting w WHERE w.name IS NOT NULL LIMIT p_max);
+END
+$$;
+
 -- dts_lock_queue_walk is dts_lock_due_jobs's lock for a group of any name
 -- (p_types NULL), or of every name that has waiting jobs (a worker
 -- binary's handlers, with its mix of jobs), while they all wait in one
@@ -125,29 +166,12 @@ AS $$
 DECLARE
     queues text[];
 BEGIN
-    queues := ARRAY(
-        WITH RECURSIVE d(q) AS (
-            (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
-            UNION ALL
-            SELECT (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.queue > d.q
-                    ORDER BY j.queue LIMIT 1)
-            FROM d WHERE d.q IS NOT NULL)
-        SELECT d.q FROM d WHERE d.q IS NOT NULL LIMIT 2);
+    queues := dts_waiting_queues(2);
     IF cardinality(queues) <> 1
        OR EXISTS (SELECT 1 FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NOT NULL)
-       OR NOT (p_types IS NULL OR ARRAY(
-            WITH RECURSIVE waiting(name) AS (
-                (SELECT j.name FROM jobs j
-                 WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL
-                 ORDER BY j.name LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.name FROM jobs j
-                        WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.name > w.name
-                        ORDER BY j.name LIMIT 1)
-                FROM waiting w WHERE w.name IS NOT NULL)
-            -- More waiting names than the group's: not all its, and no
-            -- need to find them all.
-            SELECT w.name FROM waiting w WHERE w.name IS NOT NULL LIMIT cardinality(p_types) + 1) <@ p_types) THEN
+       -- More waiting names than the group's are not all its: no need to
+       -- find them all.
+       OR NOT (p_types IS NULL OR dts_waiting_names(cardinality(p_types) + 1) <@ p_types) THEN
         RETURN NULL;
     END IF;
     -- "(limit_key IS NULL) IS TRUE" keeps jobs_name_due_idx out of this
@@ -175,10 +199,11 @@ $$;
 --   - one name with due jobs (the usual case, and every drain of one
 --     name): that name's range, locked as it is read (SKIP LOCKED);
 --   - several: each name's best p_n (read in two steps: below), the
---     best p_n of those, then locked by primary key in that order (SKIP LOCKED, due state checked
---     again). Only the leader claims unlimited jobs, one claim at a time,
---     so all of them are almost always locked; one changed meanwhile
---     (canceled, say) is left out, and the claim leases fewer;
+--     best p_n of those, then locked by primary key in that order (SKIP
+--     LOCKED, due state checked again). Only the leader claims unlimited
+--     jobs, one claim at a time, so all of them are almost always
+--     locked; one changed meanwhile (canceled, say) is left out, and the
+--     claim leases fewer;
 --   - any name: the names with waiting jobs first, one index descent
 --     each, then as for several;
 --   - several names with due jobs, or any name, in a group that takes
@@ -203,17 +228,7 @@ BEGIN
         IF cand IS NOT NULL THEN
             RETURN cand;
         END IF;
-        names := ARRAY(
-            WITH RECURSIVE waiting(name) AS (
-                (SELECT j.name FROM jobs j
-                 WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL
-                 ORDER BY j.name LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.name FROM jobs j
-                        WHERE j.status IN ('pending', 'retrying') AND j.limit_key IS NULL AND j.name > w.name
-                        ORDER BY j.name LIMIT 1)
-                FROM waiting w WHERE w.name IS NOT NULL)
-            SELECT w.name FROM waiting w WHERE w.name IS NOT NULL);
+        names := dts_waiting_names(NULL);
     END IF;
     IF cardinality(names) > 1 THEN
         -- A LATERAL with LIMIT 1, not EXISTS: planned without statistics
@@ -433,14 +448,7 @@ BEGIN
         RETURN;
     END IF;
     IF p_queues IS NULL THEN
-        qs := ARRAY(
-            WITH RECURSIVE d(q) AS (
-                (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.queue FROM jobs j WHERE j.status IN ('pending', 'retrying') AND j.queue > d.q
-                        ORDER BY j.queue LIMIT 1)
-                FROM d WHERE d.q IS NOT NULL)
-            SELECT d.q FROM d WHERE d.q IS NOT NULL);
+        qs := dts_waiting_queues(NULL);
     ELSE
         qs := p_queues;
     END IF;

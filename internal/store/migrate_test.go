@@ -14,6 +14,18 @@ import (
 	"github.com/dtsched/dts/internal/store"
 )
 
+// migratedPool is a pool on a new database with every migration applied,
+// closed when the test ends.
+func migratedPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // migrationFiles returns the migrations as Migrate embeds them, as a
 // map a test can edit.
 func migrationFiles(t *testing.T) fstest.MapFS {
@@ -80,11 +92,7 @@ func wantEditRefused(t *testing.T, ctx context.Context, pool *pgxpool.Pool, file
 func TestMigrateRecordsChecksumsAndRefusesAnEdit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := migratedPool(t)
 	// An empty database: the clone of the migrated template, emptied.
 	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
@@ -118,11 +126,7 @@ func TestMigrateRecordsChecksumsAndRefusesAnEdit(t *testing.T) {
 func TestMigrateFillsInChecksumsOfEarlierMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := migratedPool(t)
 	if _, err := pool.Exec(ctx, `ALTER TABLE schema_migrations DROP COLUMN checksum;
 		DELETE FROM schema_migrations WHERE version = '006_migration_checksums'`); err != nil {
 		t.Fatal(err)
@@ -151,11 +155,7 @@ func TestMigrateNameDueIndex(t *testing.T) {
 		t.Run(before, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
+			pool := migratedPool(t)
 			// The schema as migration 020 left it, with some jobs.
 			setup := `DROP INDEX jobs_name_due_idx;
 				CREATE INDEX jobs_due_idx ON jobs (priority DESC, next_run_at, id)
