@@ -107,6 +107,9 @@ type Settings struct {
 	// LinkLatencyMS is the latency each way between every service or
 	// worker and the stores (Config.LinkLatency); 0 in a standard run.
 	LinkLatencyMS float64 `json:"link_latency_ms,omitempty"`
+	// LinkProxy: the services reached the stores through the proxies
+	// (Config.LinkProxy, or a LinkLatency above 0).
+	LinkProxy bool `json:"link_proxy,omitempty"`
 }
 
 // Target is one goal of the performance issue next to what was measured.
@@ -133,7 +136,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 		ServiceDefaults: "heartbeat 1s x 3 misses, lease 10s, claim batch 1000, poll 250ms, LOG_LEVEL=" + cfg.LogLevel,
 		ServiceEnv:      cfg.ServiceEnv, SubmitterDBParams: cfg.SubmitterDBParams, Profiled: cfg.ProfileDir != "",
 		PayloadBytes: cfg.PayloadBytes, JobGroups: cfg.JobGroups, LeanFleet: cfg.LeanFleet, LimitKeys: cfg.LimitKeys,
-		LinkLatencyMS: float64(cfg.LinkLatency.Milliseconds()),
+		LinkLatencyMS: float64(cfg.LinkLatency.Milliseconds()), LinkProxy: cfg.LinkLatency > 0 || cfg.LinkProxy,
 	}}
 	if cfg.PayloadBytes > defaultMaxPayload {
 		rep.Settings.SubmitterEnv = []string{submitterPayloadEnv(cfg.PayloadBytes)}

@@ -533,3 +533,42 @@ func TestQuickLinkLatency(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickLinkProxy runs a drain with the proxies of LinkLatency and no
+// latency (LinkProxy): the jobs complete, the report names the proxies,
+// and a round trip through them stays well under the 2 ms a 1 ms toxic
+// would add (no toxic was set).
+func TestQuickLinkProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the services and runs a cluster")
+	}
+	t.Parallel()
+	cfg := testCluster(t, pgtest.NewDatabase(t))
+	cfg.Scenarios = []string{ScenarioDrain}
+	cfg.LinkProxy = true
+	cfg = Quick(cfg)
+	rep := runQuick(t, cfg, 2*time.Minute)
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+
+	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
+		t.Fatalf("drain: %+v, want the %d jobs completed", d, cfg.DrainJobs)
+	}
+	l := rep.Link
+	if l == nil || !rep.Settings.LinkProxy || rep.Settings.LinkLatencyMS != 0 {
+		t.Fatalf("link %+v, settings %+v: want the proxies without latency", l, rep.Settings)
+	}
+	if l.PostgresRoundTripMS >= 2 || l.RedisRoundTripMS >= 2 {
+		t.Errorf("round trips through the proxies: PostgreSQL %.2f ms, Redis %.2f ms; want under 2 ms (no latency toxic)",
+			l.PostgresRoundTripMS, l.RedisRoundTripMS)
+	}
+	if !strings.Contains(out.String(), "through toxiproxy, no latency added") {
+		t.Error("the table does not say the services went through the proxies")
+	}
+	if !slices.ContainsFunc(rep.Drain.Resources.Procs, func(p ResourceUse) bool { return p.Name == "toxiproxy" }) {
+		t.Errorf("the drain's resources do not count toxiproxy: %+v", rep.Drain.Resources.Procs)
+	}
+}

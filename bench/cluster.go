@@ -36,7 +36,7 @@ type cluster struct {
 	baseEnv  []string
 	services []*proc // submitter, coordinator
 	redisPID int     // the Redis server's pid when it runs here, else 0
-	link     *link   // the proxies of a LinkLatency run, else nil
+	link     *link   // the proxies of a LinkLatency or LinkProxy run, else nil
 
 	mu      sync.Mutex
 	workers []*proc
@@ -81,7 +81,7 @@ func startCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *cluster
 	// The services and workers reach the stores at these; the bench's own
 	// reads use c.pg and cfg.RedisURL, direct.
 	svcDB, svcRedis := c.dbURL, cfg.RedisURL
-	if cfg.LinkLatency > 0 {
+	if cfg.LinkLatency > 0 || cfg.LinkProxy {
 		if c.link, err = startLink(ctx, c, c.dbURL, cfg.RedisURL); err != nil {
 			return nil, err
 		}

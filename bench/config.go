@@ -84,6 +84,11 @@ type Config struct {
 	// bench's own PostgreSQL reads go direct. Whole milliseconds (the
 	// toxic's unit). Default 0: no proxy, loopback.
 	LinkLatency time.Duration
+	// LinkProxy puts the toxiproxy server of LinkLatency in place without
+	// its latency toxics when LinkLatency is 0: the proxies' own cost (a
+	// user-space copy of every byte, on the bench's machine) without the
+	// distance, so that a LinkLatency run's loss can be split into the two.
+	LinkProxy bool
 
 	// Scenarios to run, a subset of Scenarios. Default all.
 	Scenarios []string

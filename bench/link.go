@@ -115,6 +115,9 @@ func startLink(ctx context.Context, c *cluster, dbURL, redisURL string) (_ *link
 		return nil, err
 	}
 	for _, px := range proxies {
+		if l.latencyMS == 0 {
+			break // LinkProxy: the proxies alone
+		}
 		for _, stream := range []string{"upstream", "downstream"} {
 			if err := l.addLatency(ctx, px.Name, stream); err != nil {
 				return nil, err

@@ -163,8 +163,11 @@ func (st Settings) shape() string {
 	if st.LimitKeys > 0 {
 		parts = append(parts, fmt.Sprintf("%s concurrency-limit keys with a limited job waiting", num(float64(st.LimitKeys))))
 	}
-	if st.LinkLatencyMS > 0 {
+	switch {
+	case st.LinkLatencyMS > 0:
 		parts = append(parts, fmt.Sprintf("every service and worker reaches PostgreSQL and Redis through toxiproxy, %g ms latency each way", st.LinkLatencyMS))
+	case st.LinkProxy:
+		parts = append(parts, "every service and worker reaches PostgreSQL and Redis through toxiproxy, no latency added (the proxies' cost alone)")
 	}
 	return strings.Join(parts, "; ")
 }

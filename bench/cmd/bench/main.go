@@ -83,6 +83,7 @@ func run() error {
 	flag.IntVar(&cfg.JobGroups, "job-groups", 0, "a mixed fleet of `G` groups: group g's workers handle only noop_g<g>, the jobs spread over the names (experiments only)")
 	flag.IntVar(&cfg.LimitKeys, "limit-keys", 0, "before the scenarios, `K` concurrency-limit keys each get a limited job left waiting (experiments only)")
 	flag.DurationVar(&cfg.LinkLatency, "link-latency", 0, "put toxiproxy between every service and worker and PostgreSQL and Redis, with this `latency` (whole ms) each way, as between hosts (experiments only)")
+	flag.BoolVar(&cfg.LinkProxy, "link-proxy", false, "with -link-latency 0, put the same toxiproxy in place without latency: the proxies' own cost, to compare with a -link-latency run (experiments only)")
 	flag.StringVar(&cfg.SubmitterDBParams, "submitter-db-params", "", "extra query parameters of the submitter's DATABASE_URL, e.g. pool_max_conns=32 (experiments only)")
 	flag.Parse()
 	if flag.NArg() > 0 {
