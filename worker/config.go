@@ -80,9 +80,10 @@ type Config struct {
 	// than Prefetch nor more than PrefetchMax, and says so in the
 	// heartbeat. Jobs that take seconds keep it at Prefetch; no-op jobs
 	// raise it until a slot that frees finds its next job here, however
-	// far away the leader is. It grows between heartbeats too: when the
-	// last prefetchWindow's completions ask for twice the prefetch or
-	// more, the worker heartbeats at once to say so. At most 100000.
+	// far away the leader is. It grows between heartbeats too: every
+	// prefetchSample (62.5 ms) the worker counts its completions, and when
+	// they ask for twice the prefetch or more, or for PrefetchMax, it
+	// heartbeats at once to say so. At most 100000.
 	// Default 0 (fixed at Prefetch); cmd/worker uses DefaultPrefetchMax
 	// (1024).
 	PrefetchMax int

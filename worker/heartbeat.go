@@ -12,15 +12,15 @@ import (
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	// An adaptive prefetch is also sampled every prefetchWindow: when the
-	// last window's completions ask for at least twice the prefetch the
-	// last heartbeat said, a heartbeat says so at once. A burst after a
-	// quiet spell then raises the prefetch within a window or two instead
-	// of at the next heartbeat. It only grows early; it shrinks at the
-	// regular heartbeats, so a burst's end does not cost extra beats.
+	// An adaptive prefetch is also sampled every prefetchSample: when the
+	// last sample's completions ask for more than the prefetch the last
+	// heartbeat said (earlyPrefetch), a heartbeat says so at once. A burst
+	// after a quiet spell then raises the prefetch within a few samples
+	// instead of at the next heartbeat. It only grows early; it shrinks at
+	// the regular heartbeats, so a burst's end does not cost extra beats.
 	var sample <-chan time.Time
 	if w.cfg.PrefetchMax > w.cfg.Prefetch {
-		s := time.NewTicker(prefetchWindow)
+		s := time.NewTicker(prefetchSample)
 		defer s.Stop()
 		sample = s.C
 	}
@@ -37,7 +37,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 				beat = true
 			case <-sample:
 				total, now := w.finished.Load(), time.Now()
-				if p := adaptPrefetch(w.cfg, total-sampled, now.Sub(sampledAt)); p >= 2*int(w.prefetch.Load()) {
+				if p, ok := earlyPrefetch(w.cfg, int(w.prefetch.Load()), total-sampled, now.Sub(sampledAt)); ok {
 					w.prefetch.Store(int64(p))
 					beat = true
 				}
@@ -93,6 +93,24 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 // (docs/benchmarks.md, make up's shape over the link). Little's law: the
 // jobs needed to cover that wait are the rate times the wait.
 const prefetchWindow = 250 * time.Millisecond
+
+// prefetchSample is how often an adaptive prefetch is sampled between
+// heartbeats. A quarter of the window: a burst's first samples see the
+// prefetch of the quiet spell before it, so each step up waits a sample,
+// and with samples a window long, a burst of no-op jobs over a 1 ms link
+// spent half a second of its ramp on two steps (docs/benchmarks.md).
+const prefetchSample = prefetchWindow / 4
+
+// earlyPrefetch returns the prefetch that a sample of done completions in
+// elapsed asks for, and whether a heartbeat should say it at once: when it
+// is at least twice the prefetch the last heartbeat said, or the most the
+// worker may hold (a step from above half of PrefetchMax up to it would
+// otherwise wait for the next regular heartbeat). Smaller steps wait: each
+// early heartbeat costs the leader a read.
+func earlyPrefetch(cfg Config, said int, done int64, elapsed time.Duration) (int, bool) {
+	p := adaptPrefetch(cfg, done, elapsed)
+	return p, p > said && (p >= 2*said || p == cfg.PrefetchMax)
+}
 
 // adaptPrefetch returns the prefetch for a worker that finished done
 // attempts in the last elapsed: prefetchWindow of them, within

@@ -76,3 +76,36 @@ func pourNoops(t *testing.T, interval time.Duration) *coordinator {
 	c.deliver(ds...)
 	return c
 }
+
+// TestEarlyPrefetch: a sample between heartbeats says a new prefetch at
+// once when it doubles the one said, or reaches PrefetchMax; smaller steps
+// and every shrink wait for the regular heartbeat.
+func TestEarlyPrefetch(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Prefetch: 4, PrefetchMax: 300}
+	for _, c := range []struct {
+		name    string
+		said    int
+		done    int64
+		elapsed time.Duration
+		want    int
+		early   bool
+	}{
+		{"doubles", 50, 100, prefetchWindow, 100, true},
+		{"a step below double waits", 60, 100, prefetchWindow, 100, false},
+		{"the last step, to PrefetchMax, from above half of it", 200, 1000, prefetchWindow, 300, true},
+		{"at PrefetchMax already", 300, 1000, prefetchWindow, 300, false},
+		{"a shrink waits", 200, 10, prefetchWindow, 10, false},
+		{"a sample shorter than the window counts as its rate", 4, 25, prefetchSample, 100, true},
+		{"fixed prefetch never beats early", 4, 1000, prefetchWindow, 4, false},
+	} {
+		cc := cfg
+		if c.name == "fixed prefetch never beats early" {
+			cc.PrefetchMax = 0
+		}
+		got, early := earlyPrefetch(cc, c.said, c.done, c.elapsed)
+		if got != c.want || early != c.early {
+			t.Errorf("%s: earlyPrefetch(said %d, %d done in %v) = %d, %v; want %d, %v", c.name, c.said, c.done, c.elapsed, got, early, c.want, c.early)
+		}
+	}
+}

@@ -42,8 +42,12 @@ const leanShardSize = 100
 
 // leanPrefetchWindow is the worker's prefetch window (worker.prefetchWindow):
 // how much of its own work, in time, an adaptive worker holds beyond its
-// slots.
-const leanPrefetchWindow = 250 * time.Millisecond
+// slots; leanPrefetchSample is how often it samples its completions
+// between heartbeats (worker.prefetchSample).
+const (
+	leanPrefetchWindow = 250 * time.Millisecond
+	leanPrefetchSample = leanPrefetchWindow / 4
+)
 
 type leanWorker struct {
 	id        string
@@ -54,9 +58,11 @@ type leanWorker struct {
 	// under the shard's mutex.
 	held     map[int64]int64 // job id → lease token, popped and not yet reported
 	prefetch int             // what the last heartbeat said
-	done     int64           // completions since the last heartbeat
+	done     int64           // completions since the last regular heartbeat
 	doneAt   time.Time       // when done was last reset
 	beatAt   time.Time       // when the last regular heartbeat went out
+	sampled  int64           // done at the last sample
+	sampleAt time.Time       // when the last sample was taken
 }
 
 type leanShard struct {
@@ -91,7 +97,7 @@ func runLean(ctx context.Context, ids []string, jobTypes [][]string, cfg worker.
 		}
 		s := f.shards[len(f.shards)-1]
 		s.workers = append(s.workers, &leanWorker{id: id, jobTypes: jobTypes[i], jobs: f.keys.WorkerJobs(id), ctl: f.keys.WorkerControl(id),
-			held: map[int64]int64{}, prefetch: cfg.Prefetch, doneAt: now})
+			held: map[int64]int64{}, prefetch: cfg.Prefetch, doneAt: now, sampleAt: now})
 	}
 	// Registered before anything is popped: the leader leases only to
 	// workers it has heard from.
@@ -260,10 +266,11 @@ func (f *leanFleet) block(ctx context.Context, s *leanShard) {
 }
 
 // heartbeatLoop sends each worker's heartbeat every interval, and at once
-// for a worker whose completions of the last window ask for at least
-// twice the prefetch it last said (as an adaptive worker does).
+// for a worker whose completions of the last sample ask for at least
+// twice the prefetch it last said, or for PrefetchMax (as an adaptive
+// worker does).
 func (f *leanFleet) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(leanPrefetchWindow)
+	t := time.NewTicker(leanPrefetchSample)
 	defer t.Stop()
 	for {
 		select {
@@ -277,6 +284,15 @@ func (f *leanFleet) heartbeatLoop(ctx context.Context) {
 	}
 }
 
+// leanPrefetch is worker.adaptPrefetch: leanPrefetchWindow of done
+// completions in elapsed, within Prefetch..PrefetchMax when it adapts.
+func (f *leanFleet) leanPrefetch(done int64, elapsed time.Duration) int {
+	if f.cfg.PrefetchMax <= f.cfg.Prefetch || elapsed <= 0 {
+		return f.cfg.Prefetch
+	}
+	return min(max(int(float64(done)*float64(leanPrefetchWindow)/float64(elapsed)), f.cfg.Prefetch), f.cfg.PrefetchMax)
+}
+
 // heartbeatAll sends the heartbeats that are due (all of them with all).
 func (f *leanFleet) heartbeatAll(ctx context.Context, stopped, all bool) error {
 	now := time.Now()
@@ -285,20 +301,21 @@ func (f *leanFleet) heartbeatAll(ctx context.Context, stopped, all bool) error {
 	for _, s := range f.shards {
 		s.mu.Lock()
 		for _, w := range s.workers {
-			elapsed := now.Sub(w.doneAt)
-			want := f.cfg.Prefetch
-			if f.cfg.PrefetchMax > f.cfg.Prefetch && elapsed > 0 {
-				want = min(max(int(float64(w.done)*float64(leanPrefetchWindow)/float64(elapsed)), f.cfg.Prefetch), f.cfg.PrefetchMax)
-			}
 			regular := now.Sub(w.beatAt) >= f.cfg.HeartbeatInterval
-			early := want >= 2*w.prefetch && elapsed >= leanPrefetchWindow
+			sample := f.leanPrefetch(w.done-w.sampled, now.Sub(w.sampleAt))
+			early := sample > w.prefetch && (sample >= 2*w.prefetch || sample == f.cfg.PrefetchMax) &&
+				now.Sub(w.sampleAt) >= leanPrefetchSample
+			if now.Sub(w.sampleAt) >= leanPrefetchSample {
+				w.sampled, w.sampleAt = w.done, now
+			}
 			if !all && !regular && !early {
 				continue
 			}
 			if regular || all {
-				w.prefetch, w.done, w.doneAt, w.beatAt = want, 0, now, now
+				w.prefetch = f.leanPrefetch(w.done, now.Sub(w.doneAt))
+				w.done, w.doneAt, w.beatAt, w.sampled, w.sampleAt = 0, now, now, 0, now
 			} else {
-				w.prefetch = want // grows early; the counts run on to the regular beat
+				w.prefetch = sample // grows early; the counts run on to the regular beat
 			}
 			inFlight := make([]wire.InFlight, 0, len(w.held))
 			for job, token := range w.held {
