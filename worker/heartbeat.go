@@ -106,7 +106,10 @@ const prefetchSample = prefetchWindow / 4
 // is at least twice the prefetch the last heartbeat said, or the most the
 // worker may hold (a step from above half of PrefetchMax up to it would
 // otherwise wait for the next regular heartbeat). Smaller steps wait: each
-// early heartbeat costs the leader a read.
+// early heartbeat costs the leader a read. Once a heartbeat said
+// PrefetchMax none comes early until a regular one says less, so a worker
+// whose samples reach the bound and whose intervals do not sends at most
+// one early heartbeat per interval.
 func earlyPrefetch(cfg Config, said int, done int64, elapsed time.Duration) (int, bool) {
 	p := adaptPrefetch(cfg, done, elapsed)
 	return p, p > said && (p >= 2*said || p == cfg.PrefetchMax)
