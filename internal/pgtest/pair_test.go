@@ -34,6 +34,13 @@ func TestPairFailover(t *testing.T) {
 		defer cancel()
 
 		conn := connect(t, p.URL())
+		// A synchronous commit returns once the standby has flushed it,
+		// which a query on the standby sees only once it is replayed too:
+		// remote_apply waits for both, so the read below cannot race the
+		// replay (it did under load, "relation t does not exist").
+		if _, err := conn.Exec(ctx, "SET synchronous_commit = remote_apply"); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := conn.Exec(ctx, "CREATE TABLE t (id int primary key)"); err != nil {
 			t.Fatal(err)
 		}
