@@ -105,19 +105,16 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 
-	var out bytes.Buffer
-	if err := rep.WriteTable(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := table(t, rep)
 	for _, want := range []string{"DRAIN", "SUSTAINED", "LATENCY", "RECOVERY", "TARGETS", "coordinator"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
 	if _, err := json.Marshal(rep); err != nil {
 		t.Errorf("report does not marshal: %v", err)
 	}
-	t.Logf("\n%s", out.String())
+	t.Logf("\n%s", out)
 }
 
 func use(u Usage, name string) *ResourceUse {
@@ -162,6 +159,16 @@ func runQuick(t *testing.T, cfg Config, within time.Duration) *Report {
 		t.Fatalf("Run: %v", err)
 	}
 	return rep
+}
+
+// table renders rep's table, failing t if it cannot.
+func table(t *testing.T, rep *Report) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 // builtBinaries builds the services and the fleetworker once for every
@@ -315,11 +322,8 @@ func TestQuickShapes(t *testing.T) {
 	cfg.Workers = 3
 	rep := runQuick(t, cfg, 2*time.Minute)
 	ctx := t.Context()
-	var out bytes.Buffer
-	if err := rep.WriteTable(&out); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", out.String())
+	out := table(t, rep)
+	t.Logf("\n%s", out)
 
 	// The keys' jobs are not counted: exactly the drained jobs completed,
 	// and the backlog was empty before the sustained load.
@@ -337,7 +341,7 @@ func TestQuickShapes(t *testing.T) {
 		t.Errorf("settings %+v do not give the run's shape", st)
 	}
 	for _, want := range []string{"SHAPE", "2,048-byte payload", "3 groups", "50 concurrency-limit keys", "LIMIT KEYS", "GROUPS"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
@@ -493,20 +497,7 @@ func TestQuickLinkLatency(t *testing.T) {
 		t.Skip("builds the services and runs a cluster")
 	}
 	t.Parallel()
-	cfg := testCluster(t, pgtest.NewDatabase(t))
-	cfg.Scenarios = []string{ScenarioDrain, ScenarioLatency}
-	cfg.LinkLatency = time.Millisecond
-	cfg = Quick(cfg)
-	rep := runQuick(t, cfg, 2*time.Minute)
-	var out bytes.Buffer
-	if err := rep.WriteTable(&out); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", out.String())
-
-	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
-		t.Fatalf("drain: %+v, want the %d jobs completed", d, cfg.DrainJobs)
-	}
+	rep, out := runQuickLink(t, []string{ScenarioDrain, ScenarioLatency}, func(cfg *Config) { cfg.LinkLatency = time.Millisecond })
 	if len(rep.Latency) != 1 || rep.Latency[0].SubmitToStart.N == 0 {
 		t.Fatalf("latency: %+v, want one run whose jobs started", rep.Latency)
 	}
@@ -528,7 +519,7 @@ func TestQuickLinkLatency(t *testing.T) {
 			lr.MetricsClaimMs, lr.MetricsDeliverMs)
 	}
 	for _, want := range []string{"SHAPE", "toxiproxy, 1 ms latency each way", "LINK"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
@@ -543,20 +534,7 @@ func TestQuickLinkProxy(t *testing.T) {
 		t.Skip("builds the services and runs a cluster")
 	}
 	t.Parallel()
-	cfg := testCluster(t, pgtest.NewDatabase(t))
-	cfg.Scenarios = []string{ScenarioDrain}
-	cfg.LinkProxy = true
-	cfg = Quick(cfg)
-	rep := runQuick(t, cfg, 2*time.Minute)
-	var out bytes.Buffer
-	if err := rep.WriteTable(&out); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", out.String())
-
-	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
-		t.Fatalf("drain: %+v, want the %d jobs completed", d, cfg.DrainJobs)
-	}
+	rep, out := runQuickLink(t, []string{ScenarioDrain}, func(cfg *Config) { cfg.LinkProxy = true })
 	l := rep.Link
 	if l == nil || !rep.Settings.LinkProxy || rep.Settings.LinkLatencyMS != 0 {
 		t.Fatalf("link %+v, settings %+v: want the proxies without latency", l, rep.Settings)
@@ -565,10 +543,27 @@ func TestQuickLinkProxy(t *testing.T) {
 		t.Errorf("round trips through the proxies: PostgreSQL %.2f ms, Redis %.2f ms; want under 2 ms (no latency toxic)",
 			l.PostgresRoundTripMS, l.RedisRoundTripMS)
 	}
-	if !strings.Contains(out.String(), "through toxiproxy, no latency added") {
+	if !strings.Contains(out, "through toxiproxy, no latency added") {
 		t.Error("the table does not say the services went through the proxies")
 	}
 	if !slices.ContainsFunc(rep.Drain.Resources.Procs, func(p ResourceUse) bool { return p.Name == "toxiproxy" }) {
 		t.Errorf("the drain's resources do not count toxiproxy: %+v", rep.Drain.Resources.Procs)
 	}
+}
+
+// runQuickLink runs Quick's scenarios with the link that link sets, logs
+// the table and checks that every drained job completed.
+func runQuickLink(t *testing.T, scenarios []string, link func(*Config)) (*Report, string) {
+	t.Helper()
+	cfg := testCluster(t, pgtest.NewDatabase(t))
+	cfg.Scenarios = scenarios
+	link(&cfg)
+	cfg = Quick(cfg)
+	rep := runQuick(t, cfg, 2*time.Minute)
+	out := table(t, rep)
+	t.Logf("\n%s", out)
+	if d := rep.Drain; d == nil || d.Completed != int64(cfg.DrainJobs) {
+		t.Fatalf("drain: %+v, want the %d jobs completed", d, cfg.DrainJobs)
+	}
+	return rep, out
 }

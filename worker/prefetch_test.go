@@ -82,30 +82,30 @@ func pourNoops(t *testing.T, interval time.Duration) *coordinator {
 // and every shrink wait for the regular heartbeat.
 func TestEarlyPrefetch(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Prefetch: 4, PrefetchMax: 300}
-	for _, c := range []struct {
-		name    string
+	adapts := Config{Prefetch: 4, PrefetchMax: 300}
+	type sample struct {
 		said    int
 		done    int64
 		elapsed time.Duration
-		want    int
-		early   bool
+	}
+	for _, c := range []struct {
+		name  string
+		cfg   Config
+		in    sample
+		want  int
+		early bool
 	}{
-		{"doubles", 50, 100, prefetchWindow, 100, true},
-		{"a step below double waits", 60, 100, prefetchWindow, 100, false},
-		{"the last step, to PrefetchMax, from above half of it", 200, 1000, prefetchWindow, 300, true},
-		{"at PrefetchMax already", 300, 1000, prefetchWindow, 300, false},
-		{"a shrink waits", 200, 10, prefetchWindow, 10, false},
-		{"a sample shorter than the window counts as its rate", 4, 25, prefetchSample, 100, true},
-		{"fixed prefetch never beats early", 4, 1000, prefetchWindow, 4, false},
+		{"doubles", adapts, sample{50, 100, prefetchWindow}, 100, true},
+		{"a step below double waits", adapts, sample{60, 100, prefetchWindow}, 100, false},
+		{"the last step, to PrefetchMax, from above half of it", adapts, sample{200, 1000, prefetchWindow}, 300, true},
+		{"at PrefetchMax already", adapts, sample{300, 1000, prefetchWindow}, 300, false},
+		{"a shrink waits", adapts, sample{200, 10, prefetchWindow}, 10, false},
+		{"a sample shorter than the window counts as its rate", adapts, sample{4, 25, prefetchSample}, 100, true},
+		{"a fixed prefetch never beats early", Config{Prefetch: 4}, sample{4, 1000, prefetchWindow}, 4, false},
 	} {
-		cc := cfg
-		if c.name == "fixed prefetch never beats early" {
-			cc.PrefetchMax = 0
-		}
-		got, early := earlyPrefetch(cc, c.said, c.done, c.elapsed)
+		got, early := earlyPrefetch(c.cfg, c.in.said, c.in.done, c.in.elapsed)
 		if got != c.want || early != c.early {
-			t.Errorf("%s: earlyPrefetch(said %d, %d done in %v) = %d, %v; want %d, %v", c.name, c.said, c.done, c.elapsed, got, early, c.want, c.early)
+			t.Errorf("%s: earlyPrefetch(%+v) = %d, %v; want %d, %v", c.name, c.in, got, early, c.want, c.early)
 		}
 	}
 }
