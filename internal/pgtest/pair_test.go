@@ -33,6 +33,17 @@ func TestPairFailover(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 
+		// The standby replays each commit 300 ms after it flushed it, so
+		// that a read of the standby that raced the replay would fail
+		// every time, not once in a while under load.
+		sconn := connect(t, p.Standby.URL(pgtest.PairDatabase))
+		if _, err := sconn.Exec(ctx, "ALTER SYSTEM SET recovery_min_apply_delay = '300ms'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sconn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+		sconn.Close(ctx)
 		conn := connect(t, p.URL())
 		// A synchronous commit returns once the standby has flushed it,
 		// which a query on the standby sees only once it is replayed too:
