@@ -75,13 +75,13 @@ type Config struct {
 	// stays idle.
 	Prefetch int
 	// PrefetchMax, when above Prefetch, lets the prefetch follow the
-	// jobs: at each heartbeat the worker holds about prefetchWindow
+	// jobs: at each heartbeat the worker holds about prefetch.Window
 	// (250 ms) of its own completions of the last interval, never fewer
 	// than Prefetch nor more than PrefetchMax, and says so in the
 	// heartbeat. Jobs that take seconds keep it at Prefetch; no-op jobs
 	// raise it until a slot that frees finds its next job here, however
 	// far away the leader is. It grows between heartbeats too: every
-	// prefetchSample (62.5 ms) the worker counts its completions, and when
+	// prefetch.Sample (62.5 ms) the worker counts its completions, and when
 	// they ask for twice the prefetch or more, or for PrefetchMax, it
 	// heartbeats at once to say so. At most 100000.
 	// Default 0 (fixed at Prefetch); cmd/worker uses DefaultPrefetchMax

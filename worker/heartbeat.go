@@ -6,24 +6,27 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/dtsched/dts/internal/prefetch"
 	"github.com/dtsched/dts/internal/wire"
 )
 
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	// An adaptive prefetch is also sampled every prefetchSample: when the
+	// An adaptive prefetch is also sampled every prefetch.Sample: when the
 	// last sample's completions ask for more than the prefetch the last
-	// heartbeat said (earlyPrefetch), a heartbeat says so at once. A burst
-	// after a quiet spell then raises the prefetch within a few samples
-	// instead of at the next heartbeat. It only grows early; it shrinks at
-	// the regular heartbeats, so a burst's end does not cost extra beats.
+	// heartbeat said (prefetch.Bounds.Early), a heartbeat says so at once.
+	// A burst after a quiet spell then raises the prefetch within a few
+	// samples instead of at the next heartbeat. It only grows early; it
+	// shrinks at the regular heartbeats, so a burst's end does not cost
+	// extra beats.
 	var sample <-chan time.Time
 	if w.cfg.PrefetchMax > w.cfg.Prefetch {
-		s := time.NewTicker(prefetchSample)
+		s := time.NewTicker(prefetch.Sample)
 		defer s.Stop()
 		sample = s.C
 	}
+	bounds := prefetch.Bounds{Min: w.cfg.Prefetch, Max: w.cfg.PrefetchMax}
 	for {
 		w.heartbeat(ctx, false)
 		done, at := w.finished.Load(), time.Now()
@@ -33,11 +36,11 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				w.prefetch.Store(int64(adaptPrefetch(w.cfg, w.finished.Load()-done, time.Since(at))))
+				w.prefetch.Store(int64(bounds.Adapt(w.finished.Load()-done, time.Since(at))))
 				beat = true
 			case <-sample:
 				total, now := w.finished.Load(), time.Now()
-				if p, ok := earlyPrefetch(w.cfg, int(w.prefetch.Load()), total-sampled, now.Sub(sampledAt)); ok {
+				if p, ok := bounds.Early(int(w.prefetch.Load()), total-sampled, now.Sub(sampledAt)); ok {
 					w.prefetch.Store(int64(p))
 					beat = true
 				}
@@ -83,47 +86,6 @@ func (w *Worker) heartbeat(ctx context.Context, stopped bool) {
 		w.metrics.countRedisError(redisOpHeartbeat)
 		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
-}
-
-// prefetchWindow is how much of its own work, in time, a worker whose
-// prefetch adapts (Config.PrefetchMax) holds beyond its slots. A freed
-// slot waits for its next job for as long as the result takes to reach
-// the leader and the next delivery to come back: a few milliseconds on
-// one idle host, more than 100 ms with a busy leader across a 1 ms link
-// (docs/benchmarks.md, make up's shape over the link). Little's law: the
-// jobs needed to cover that wait are the rate times the wait.
-const prefetchWindow = 250 * time.Millisecond
-
-// prefetchSample is how often an adaptive prefetch is sampled between
-// heartbeats. A quarter of the window: a burst's first samples see the
-// prefetch of the quiet spell before it, so each step up waits a sample,
-// and with samples a window long, a burst of no-op jobs over a 1 ms link
-// spent half a second of its ramp on two steps (docs/benchmarks.md).
-const prefetchSample = prefetchWindow / 4
-
-// earlyPrefetch returns the prefetch that a sample of done completions in
-// elapsed asks for, and whether a heartbeat should say it at once: when it
-// is at least twice the prefetch the last heartbeat said, or the most the
-// worker may hold (a step from above half of PrefetchMax up to it would
-// otherwise wait for the next regular heartbeat). Smaller steps wait: each
-// early heartbeat costs the leader a read. Once a heartbeat said
-// PrefetchMax none comes early until a regular one says less, so a worker
-// whose samples reach the bound and whose intervals do not sends at most
-// one early heartbeat per interval.
-func earlyPrefetch(cfg Config, said int, done int64, elapsed time.Duration) (int, bool) {
-	p := adaptPrefetch(cfg, done, elapsed)
-	return p, p > said && (p >= 2*said || p == cfg.PrefetchMax)
-}
-
-// adaptPrefetch returns the prefetch for a worker that finished done
-// attempts in the last elapsed: prefetchWindow of them, within
-// cfg.Prefetch..cfg.PrefetchMax; cfg.Prefetch if it does not adapt.
-func adaptPrefetch(cfg Config, done int64, elapsed time.Duration) int {
-	if cfg.PrefetchMax <= cfg.Prefetch || elapsed <= 0 {
-		return cfg.Prefetch
-	}
-	want := int(float64(done) * float64(prefetchWindow) / float64(elapsed))
-	return min(max(want, cfg.Prefetch), cfg.PrefetchMax)
 }
 
 // hostName and buildVersion are what heartbeats say about this process,

@@ -31,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtsched/dts/internal/prefetch"
 	"github.com/dtsched/dts/internal/queue"
 	"github.com/dtsched/dts/internal/retry"
 	"github.com/dtsched/dts/internal/wire"
@@ -39,15 +40,6 @@ import (
 
 // leanShardSize is how many workers one sweeping goroutine serves.
 const leanShardSize = 100
-
-// leanPrefetchWindow is the worker's prefetch window (worker.prefetchWindow):
-// how much of its own work, in time, an adaptive worker holds beyond its
-// slots; leanPrefetchSample is how often it samples its completions
-// between heartbeats (worker.prefetchSample).
-const (
-	leanPrefetchWindow = 250 * time.Millisecond
-	leanPrefetchSample = leanPrefetchWindow / 4
-)
 
 type leanWorker struct {
 	id        string
@@ -270,7 +262,7 @@ func (f *leanFleet) block(ctx context.Context, s *leanShard) {
 // twice the prefetch it last said, or for PrefetchMax (as an adaptive
 // worker does).
 func (f *leanFleet) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(leanPrefetchSample)
+	t := time.NewTicker(prefetch.Sample)
 	defer t.Stop()
 	for {
 		select {
@@ -284,35 +276,27 @@ func (f *leanFleet) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// leanPrefetch is worker.adaptPrefetch: leanPrefetchWindow of done
-// completions in elapsed, within Prefetch..PrefetchMax when it adapts.
-func (f *leanFleet) leanPrefetch(done int64, elapsed time.Duration) int {
-	if f.cfg.PrefetchMax <= f.cfg.Prefetch || elapsed <= 0 {
-		return f.cfg.Prefetch
-	}
-	return min(max(int(float64(done)*float64(leanPrefetchWindow)/float64(elapsed)), f.cfg.Prefetch), f.cfg.PrefetchMax)
-}
-
 // heartbeatAll sends the heartbeats that are due (all of them with all).
 func (f *leanFleet) heartbeatAll(ctx context.Context, stopped, all bool) error {
 	now := time.Now()
+	bounds := prefetch.Bounds{Min: f.cfg.Prefetch, Max: f.cfg.PrefetchMax}
 	pipe := f.rdb.Pipeline()
 	n := 0
 	for _, s := range f.shards {
 		s.mu.Lock()
 		for _, w := range s.workers {
 			regular := now.Sub(w.beatAt) >= f.cfg.HeartbeatInterval
-			sample := f.leanPrefetch(w.done-w.sampled, now.Sub(w.sampleAt))
-			early := sample > w.prefetch && (sample >= 2*w.prefetch || sample == f.cfg.PrefetchMax) &&
-				now.Sub(w.sampleAt) >= leanPrefetchSample
-			if now.Sub(w.sampleAt) >= leanPrefetchSample {
+			var sample int
+			early := false
+			if now.Sub(w.sampleAt) >= prefetch.Sample {
+				sample, early = bounds.Early(w.prefetch, w.done-w.sampled, now.Sub(w.sampleAt))
 				w.sampled, w.sampleAt = w.done, now
 			}
 			if !all && !regular && !early {
 				continue
 			}
 			if regular || all {
-				w.prefetch = f.leanPrefetch(w.done, now.Sub(w.doneAt))
+				w.prefetch = bounds.Adapt(w.done, now.Sub(w.doneAt))
 				w.done, w.doneAt, w.beatAt, w.sampled, w.sampleAt = 0, now, now, 0, now
 			} else {
 				w.prefetch = sample // grows early; the counts run on to the regular beat
