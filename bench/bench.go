@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Report, error) {
 	}
 	c.redisPID = rep.Redis.PID
 	if c.link != nil {
-		lr, err := c.link.roundTrips(ctx)
+		lr, err := c.link.measure(ctx)
 		if err != nil {
 			rep.Error = err.Error()
 			return rep, err

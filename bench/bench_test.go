@@ -508,6 +508,15 @@ func TestQuickLinkLatency(t *testing.T) {
 	if l.LatencyMS != 1 || rep.Settings.LinkLatencyMS != 1 {
 		t.Errorf("link %+v, settings %+v: want 1 ms", l, rep.Settings)
 	}
+	var want []string
+	for _, px := range []string{"postgres", "redis"} {
+		for _, stream := range []string{"downstream", "upstream"} {
+			want = append(want, fmt.Sprintf("%s/latency_%s: latency %s jitter=0 latency=1", px, stream, stream))
+		}
+	}
+	if !slices.Equal(l.Toxics, want) {
+		t.Errorf("toxics %q, want %q", l.Toxics, want)
+	}
 	if l.PostgresRoundTripMS < 2 || l.RedisRoundTripMS < 2 {
 		t.Errorf("round trips through the proxies: PostgreSQL %.2f ms, Redis %.2f ms; want at least 2 ms each (1 ms each way)",
 			l.PostgresRoundTripMS, l.RedisRoundTripMS)
@@ -518,7 +527,7 @@ func TestQuickLinkLatency(t *testing.T) {
 		t.Errorf("coordinator's mean claim %.2f ms, delivery %.2f ms; want at least 2 ms each: it bypassed the proxies",
 			lr.MetricsClaimMs, lr.MetricsDeliverMs)
 	}
-	for _, want := range []string{"SHAPE", "toxiproxy, 1 ms latency each way", "LINK"} {
+	for _, want := range []string{"SHAPE", "toxiproxy, 1 ms latency each way", "LINK", "postgres/latency_upstream: latency upstream"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -527,8 +536,9 @@ func TestQuickLinkLatency(t *testing.T) {
 
 // TestQuickLinkProxy runs a drain with the proxies of LinkLatency and no
 // latency (LinkProxy): the jobs complete, the report names the proxies,
-// and a round trip through them stays well under the 2 ms a 1 ms toxic
-// would add (no toxic was set).
+// and toxiproxy reports no toxic on them. (A round trip's time would say
+// little here: on a loaded machine one through the bare proxies has taken
+// more than the 2 ms a 1 ms toxic adds.)
 func TestQuickLinkProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the services and runs a cluster")
@@ -539,9 +549,8 @@ func TestQuickLinkProxy(t *testing.T) {
 	if l == nil || !rep.Settings.LinkProxy || rep.Settings.LinkLatencyMS != 0 {
 		t.Fatalf("link %+v, settings %+v: want the proxies without latency", l, rep.Settings)
 	}
-	if l.PostgresRoundTripMS >= 2 || l.RedisRoundTripMS >= 2 {
-		t.Errorf("round trips through the proxies: PostgreSQL %.2f ms, Redis %.2f ms; want under 2 ms (no latency toxic)",
-			l.PostgresRoundTripMS, l.RedisRoundTripMS)
+	if len(l.Toxics) != 0 {
+		t.Errorf("toxics on the bare proxies: %q", l.Toxics)
 	}
 	if !strings.Contains(out, "through toxiproxy, no latency added") {
 		t.Error("the table does not say the services went through the proxies")

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +32,10 @@ type LinkResult struct {
 	// scenarios: about twice LatencyMS when the toxics work.
 	PostgresRoundTripMS float64 `json:"postgres_round_trip_ms"`
 	RedisRoundTripMS    float64 `json:"redis_round_trip_ms"`
+	// Toxics are the toxics toxiproxy reports on its proxies before the
+	// scenarios, each as "proxy/name: type stream attributes", sorted:
+	// what the services' traffic really went through.
+	Toxics []string `json:"toxics"`
 }
 
 // The toxiproxy proxies' names.
@@ -218,10 +223,15 @@ func (l *link) call(ctx context.Context, method, path string, in, out any) error
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// roundTrips measures the link as a service sees it: the median of a few
-// round trips to each server through its proxy.
-func (l *link) roundTrips(ctx context.Context) (LinkResult, error) {
+// measure reads back the toxics toxiproxy applies and measures the link as
+// a service sees it: the median of a few round trips to each server
+// through its proxy.
+func (l *link) measure(ctx context.Context) (LinkResult, error) {
 	res := LinkResult{LatencyMS: float64(l.latencyMS)}
+	var err error
+	if res.Toxics, err = l.toxics(ctx); err != nil {
+		return res, err
+	}
 	const n = 9
 	conn, err := pgx.Connect(ctx, l.dbURL)
 	if err != nil {
@@ -246,6 +256,34 @@ func (l *link) roundTrips(ctx context.Context) (LinkResult, error) {
 		return res, fmt.Errorf("link: PING through the proxy: %w", err)
 	}
 	return res, nil
+}
+
+// toxics lists every proxy's toxics as toxiproxy's API reports them.
+func (l *link) toxics(ctx context.Context) ([]string, error) {
+	var proxies map[string]struct {
+		Toxics []struct {
+			Name       string         `json:"name"`
+			Type       string         `json:"type"`
+			Stream     string         `json:"stream"`
+			Attributes map[string]any `json:"attributes"`
+		} `json:"toxics"`
+	}
+	if err := l.call(ctx, http.MethodGet, "/proxies", nil, &proxies); err != nil {
+		return nil, fmt.Errorf("link: list the proxies' toxics: %w", err)
+	}
+	var out []string
+	for name, px := range proxies {
+		for _, tx := range px.Toxics {
+			attrs := make([]string, 0, len(tx.Attributes))
+			for k, v := range tx.Attributes {
+				attrs = append(attrs, fmt.Sprintf("%s=%v", k, v))
+			}
+			slices.Sort(attrs)
+			out = append(out, fmt.Sprintf("%s/%s: %s %s %s", name, tx.Name, tx.Type, tx.Stream, strings.Join(attrs, " ")))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func medianMS(n int, f func() error) (float64, error) {

@@ -46,6 +46,11 @@ func (r *Report) WriteTable(out io.Writer) error {
 		p("")
 		p("LINK: toxiproxy between the services and the stores, %g ms each way (the bench's own PostgreSQL reads go direct)", l.LatencyMS)
 		p("  round trip through the proxy\tPostgreSQL %.2f ms\tRedis %.2f ms", l.PostgresRoundTripMS, l.RedisRoundTripMS)
+		toxics := "none"
+		if len(l.Toxics) > 0 {
+			toxics = strings.Join(l.Toxics, ", ")
+		}
+		p("  toxics\t%s", toxics)
 	}
 	if l := r.Limits; l != nil {
 		p("")
